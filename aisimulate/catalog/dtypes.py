@@ -1,0 +1,45 @@
+"""Storage sizes of the number formats a checkpoint or KV cache can use.
+
+Block-scaled formats carry their scale factors in the byte count: fp8_block keeps one fp32
+scale per 128x128 weight block (DeepSeek-V3 style), nvfp4 one fp8 scale per 16 values, and
+mxfp4 one e8m0 scale per 32 values (OCP MX spec).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+WeightDtype = Literal["bf16", "fp16", "fp8", "fp8_block", "nvfp4", "mxfp4"]
+KvDtype = Literal["bf16", "fp16", "fp8", "fp4"]
+KvDtypeChoice = Literal["auto", "bf16", "fp16", "fp8", "fp4"]
+
+WEIGHT_BYTES_PER_PARAM: dict[str, float] = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0 + 4.0 / (128 * 128),
+    "nvfp4": 0.5 + 1.0 / 16,
+    "mxfp4": 0.5 + 1.0 / 32,
+}
+
+KV_BYTES_PER_ELEMENT: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1.0 / 16}
+
+# Tensor-core math a weight format runs on when the chip supports it natively.
+NATIVE_MATH: dict[str, str] = {
+    "bf16": "bf16",
+    "fp16": "bf16",
+    "fp8": "fp8",
+    "fp8_block": "fp8",
+    "nvfp4": "fp4",
+    "mxfp4": "fp4",
+}
+
+
+def math_dtype(weight_dtype: str, supported: frozenset[str] | set[str]) -> str:
+    """The tensor-core dtype GEMMs run in: native if the chip has it, else bf16.
+
+    Chips without native fp8/fp4 (A100, or Hopper for fp4) run such checkpoints through
+    weight-only kernels that dequantise to bf16: bf16 math, quantised weight reads.
+    """
+    native = NATIVE_MATH[weight_dtype]
+    return native if native in supported else "bf16"

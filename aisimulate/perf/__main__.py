@@ -1,0 +1,5 @@
+import sys
+
+from aisimulate.perf.cli import main
+
+sys.exit(main())

@@ -1,0 +1,297 @@
+"""The default latency model: calibrated rooflines summed over a worker's layers.
+
+Everything that depends only on (model, system, backend, shape) is folded into a few kernel cost
+objects at construction, so a pass estimate is a handful of arithmetic operations and the same
+formulas run on numpy arrays for many passes at once.
+
+Conventions: a pass is one attention-DP rank's batch; the MoE block sees the tokens of all
+``attention_dp`` ranks (they are assumed equally loaded). With pipeline parallelism a pass walks
+through every stage in turn, so its latency is the sum over stages plus the stage hand-offs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM, math_dtype
+from aisimulate.catalog.models import ModelSpec
+from aisimulate.catalog.systems import System
+from aisimulate.perf.calibration import Calibration, calibration_for
+from aisimulate.perf.kernels import (
+    Collective,
+    Roofline,
+    all_reduce,
+    all_to_all,
+    context_attention,
+    gemm_roofline,
+    generation_attention,
+    moe_block,
+)
+from aisimulate.perf.memory import attention_params_per_rank, check_backend
+from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args
+from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
+
+_NO_COMM = Collective(0.0, 0.0)
+
+
+class AnalyticPerfModel:
+    """Roofline latency of one engine pass, calibrated against measured kernels."""
+
+    name = "analytic"
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        system: System,
+        shape: ParallelShape,
+        *,
+        backend: str = "vllm",
+        kv_cache_dtype: str = "auto",
+        nextn: int = 0,
+        calibration: Calibration | None = None,
+    ) -> None:
+        check_backend(backend)
+        check_shape(model, shape)
+        self.model, self.system, self.shape, self.backend = model, system, shape, backend
+        self.kv_dtype = model.resolve_kv_dtype(kv_cache_dtype, backend)
+        self.nextn = nextn
+        self.calibration = cal = calibration or calibration_for(system, backend)
+        self._dp = shape.attention_dp
+        self._linear, self._lm_head = self._build_gemms(cal)
+        self._context, self._generation = self._build_attention(cal)
+        self._moe = self._build_moe(cal)
+        self._comm = self._build_comm(cal)
+        self._overhead_base = cal.overhead.base_ms
+        self._overhead_per_seq = cal.overhead.per_sequence_ms
+        # MTP: nextn draft steps, each one extra decoder layer over the decode batch.
+        self._mtp_layer_fraction = nextn * max(model.num_nextn_layers, 1) / model.num_layers if nextn else 0.0
+        self._bind_scalar()
+
+    # ---- construction --------------------------------------------------------------------
+    def _peak(self, storage_dtype: str) -> float:
+        return self.system.tflops[math_dtype(storage_dtype, self.system.math_dtypes)]
+
+    def _gemm(
+        self, cal: Calibration, storage_dtype: str, params: float, act: float, kernels: float
+    ) -> Roofline:
+        return gemm_roofline(
+            weight_params=params,
+            act_elems_per_token=act,
+            weight_bytes_per_param=WEIGHT_BYTES_PER_PARAM[storage_dtype],
+            peak_tflops=self._peak(storage_dtype),
+            hbm_gbps=self.system.hbm_gbps,
+            fit=cal.gemm_fit(math_dtype(storage_dtype, self.system.math_dtypes)),
+            num_kernels=kernels,
+        )
+
+    def _build_gemms(self, cal: Calibration) -> tuple[Roofline, Roofline]:
+        m, tp = self.model, self.shape.tp
+        h = m.hidden_size
+        dtype = m.linear_dtype(expert=False)
+        attn_params = attention_params_per_rank(m, tp)
+        heads_r = m.num_heads / tp
+        attn_act = 2 * h + heads_r * (m.qk_head_dim + m.v_dim) + 2 * kv_heads_per_rank(m, tp) * m.head_dim
+        attn_kernels = 5 if m.is_mla else 2
+        per_layer_attn = self._gemm(cal, dtype, attn_params, attn_act, attn_kernels)
+        linear = per_layer_attn.scaled(m.num_layers)
+        dense_layers = m.num_dense_layers if m.is_moe else m.num_layers
+        if dense_layers:
+            inter = m.intermediate_size / tp
+            linear = linear + self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2).scaled(dense_layers)
+        if m.num_moe_layers and m.num_shared_experts:
+            inter = m.num_shared_experts * m.moe_intermediate_size / tp
+            linear = linear + self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2).scaled(
+                m.num_moe_layers
+            )
+        vocab = m.vocab_size / tp
+        lm_head = self._gemm(cal, m.base_dtype, vocab * h, h + vocab, 1)
+        return linear, lm_head
+
+    def _build_attention(self, cal: Calibration) -> tuple[Any, Any]:
+        m, shape = self.model, self.shape
+        heads_r = m.num_heads / shape.tp
+        kv_elems = m.kv_elements_per_token_per_layer
+        if not m.is_mla:
+            kv_elems = 2 * kv_heads_per_rank(m, shape.tp) * m.head_dim
+        kv_bytes_layer = kv_elems * KV_BYTES_PER_ELEMENT[self.kv_dtype]
+        bf16 = self.system.tflops["bf16"]
+        common = dict(
+            num_layers=m.num_full_attention_layers,
+            num_heads=heads_r,
+            kv_bytes_per_token_layer=kv_bytes_layer,
+            peak_tflops=bf16,
+            hbm_gbps=self.system.hbm_gbps,
+            num_sliding_layers=m.num_sliding_layers,
+            sliding_window=m.sliding_window,
+        )
+        context = context_attention(qk_dim=m.qk_head_dim, v_dim=m.v_dim, fit=cal.context_attention, **common)
+        if m.is_mla:
+            # Absorbed MLA decode: scores against the latent + rope key, then values in the latent.
+            flops = 2 * heads_r * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        else:
+            flops = 4 * heads_r * m.head_dim
+        generation = generation_attention(
+            flops_per_context_token_layer=flops, fit=cal.generation_attention, **common
+        )
+        return context, generation
+
+    def _build_moe(self, cal: Calibration) -> Any:
+        m = self.model
+        if not m.is_moe:
+            return None
+        moe_tp, moe_ep = self.shape.expert_split
+        dtype = m.linear_dtype(expert=True)
+        return moe_block(
+            num_layers=m.num_moe_layers,
+            hidden_size=m.hidden_size,
+            expert_intermediate=m.moe_intermediate_size,
+            num_experts=m.num_experts,
+            top_k=m.experts_per_token,
+            moe_tp=moe_tp,
+            moe_ep=moe_ep,
+            weight_bytes_per_param=WEIGHT_BYTES_PER_PARAM[dtype],
+            peak_tflops=self._peak(dtype),
+            hbm_gbps=self.system.hbm_gbps,
+            fit=cal.moe_fit(math_dtype(dtype, self.system.math_dtypes)),
+        )
+
+    def _link_gbps(self, num_gpus: int) -> float:
+        return (
+            self.system.nvlink_gbps if num_gpus <= self.system.nvlink_domain else self.system.inter_node_gbps
+        )
+
+    def _build_comm(self, cal: Calibration) -> Collective:
+        """All collectives of a pass, folded into one cost linear in the rank's tokens."""
+        m, shape = self.model, self.shape
+        tp, stage = shape.tp, shape.gpus_per_stage
+        token_bytes = m.hidden_size * 2.0
+        _, moe_ep = shape.expert_split
+        # TP all-reduce after attention, and after the MLP unless experts use all-to-all.
+        mlp_reduces = (m.num_dense_layers if m.is_moe else m.num_layers) + (
+            m.num_moe_layers if moe_ep == 1 else 0
+        )
+        tp_count = m.num_layers + mlp_reduces if tp > 1 else 0
+        if m.is_moe and stage > 1 and (moe_ep > 1 or self._dp > 1):
+            # Dispatch and combine of every MoE layer, each GPU sending its share of the group's tokens.
+            moe_comm = all_to_all(
+                count=2 * m.num_moe_layers,
+                num_gpus=stage,
+                bytes_per_token=token_bytes * (m.experts_per_token if moe_ep > 1 else 1) / stage,
+                link_gbps=self._link_gbps(stage),
+                fit=cal.alltoall,
+            )
+            tp_count = m.num_layers if tp > 1 else 0
+        else:
+            moe_comm = _NO_COMM
+        tp_comm = all_reduce(
+            count=tp_count,
+            num_gpus=tp,
+            bytes_per_token=token_bytes,
+            link_gbps=self._link_gbps(tp),
+            fit=cal.allreduce,
+        )
+        if shape.pp > 1:
+            link = self._link_gbps(shape.num_gpus)
+            pp_comm = Collective(
+                per_token_ms=(shape.pp - 1) * token_bytes / (link * 1e6),
+                fixed_ms=(shape.pp - 1) * self.system.p2p_latency_us / 1000,
+            )
+        else:
+            pp_comm = _NO_COMM
+        dp = self._dp
+        return Collective(
+            per_token_ms=tp_comm.per_token_ms + dp * moe_comm.per_token_ms + pp_comm.per_token_ms,
+            fixed_ms=tp_comm.fixed_ms + moe_comm.fixed_ms + pp_comm.fixed_ms,
+        )
+
+    # ---- evaluation ----------------------------------------------------------------------
+    def _bind_scalar(self) -> None:
+        self._s_linear = self._linear.scalar()
+        self._s_lm_head = self._lm_head.scalar()
+        self._s_context = self._context.scalar()
+        self._s_generation = self._generation.scalar()
+        self._s_moe = self._moe.scalar() if self._moe is not None else None
+        self._s_comm = self._comm.scalar()
+
+    def _scalar_components(
+        self, p: float, r: float, pairs: float, ctx: float, d: float, dctx: float, tps: float
+    ) -> tuple[float, float, float, float, float]:
+        m = p + d * tps
+        if m <= 0:
+            return 0.0, 0.0, 0.0, 0.0, 0.0
+        gemm = self._s_linear(m) + self._s_lm_head(r + d * tps)
+        attention = self._s_context(pairs, r, ctx, p) + self._s_generation(d, dctx, tps)
+        moe = self._s_moe(m * self._dp) if self._s_moe is not None else 0.0
+        overhead = self._overhead_base + self._overhead_per_seq * (r + d)
+        if self._mtp_layer_fraction and d > 0:
+            draft = self._s_linear(d) + self._s_generation(d, dctx, 1.0)
+            if self._s_moe is not None:
+                draft += self._s_moe(d * self._dp)
+            gemm += self._mtp_layer_fraction * draft + self.nextn * self._s_lm_head(d)
+        return gemm, attention, moe, self._s_comm(m), overhead
+
+    def _vector_components(
+        self, p: Any, r: Any, pairs: Any, ctx: Any, d: Any, dctx: Any, tps: float
+    ) -> list[Any]:
+        m = p + d * tps
+        gemm = self._linear.time_ms(m) + self._lm_head.time_ms(r + d * tps)
+        attention = self._context.time_ms(pairs, r, ctx, p) + self._generation.time_ms(d, dctx, tps)
+        moe = self._moe.time_ms(m * self._dp) if self._moe is not None else 0.0
+        overhead = (m > 0) * (self._overhead_base + self._overhead_per_seq * (r + d))
+        if self._mtp_layer_fraction:
+            draft = self._linear.time_ms(d) + self._generation.time_ms(d, dctx, 1.0)
+            if self._moe is not None:
+                draft = draft + self._moe.time_ms(d * self._dp)
+            gemm = gemm + self._mtp_layer_fraction * draft + self.nextn * self._lm_head.time_ms(d)
+        return [gemm, attention, moe, self._comm.time_ms(m), overhead]
+
+    def pass_time_ms(self, batch: BatchShape) -> float:
+        return self.time_ms(*batch_args(batch))
+
+    def time_ms(
+        self,
+        prefill_tokens: float,
+        prefill_requests: float,
+        attention_pairs: float,
+        prefill_context_tokens: float,
+        decode_requests: float,
+        decode_context_tokens: float,
+        tokens_per_step: float = 1.0,
+        active_kv_tokens: float = 0.0,
+        kv_capacity_tokens: float = 0.0,
+    ) -> float:
+        return sum(
+            self._scalar_components(
+                prefill_tokens,
+                prefill_requests,
+                attention_pairs,
+                prefill_context_tokens,
+                decode_requests,
+                decode_context_tokens,
+                tokens_per_step,
+            )
+        )
+
+    def explain(self, batch: BatchShape) -> PassBreakdown:
+        g, a, moe, c, o = self._scalar_components(*batch_args(batch)[:7])
+        return PassBreakdown(gemm_ms=g, attention_ms=a, moe_ms=moe, comm_ms=c, overhead_ms=o)
+
+    def pass_times_ms(self, batches: BatchArrays) -> np.ndarray:
+        p, r, pairs, ctx, d, dctx, _ = batches.filled()
+        parts = self._vector_components(p, r, pairs, ctx, d, dctx, batches.tokens_per_step)
+        return np.asarray(sum(parts), dtype=np.float64) * np.ones_like(d)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "provider": self.name,
+            "model": self.model.name,
+            "system": self.system.name,
+            "backend": self.backend,
+            "shape": self.shape.describe(moe=self.model.is_moe),
+            "kv_cache_dtype": self.kv_dtype,
+            "calibration": self.calibration.source,
+            "layers_per_stage": math.ceil(self.model.num_layers / self.shape.pp),
+        }

@@ -1,0 +1,96 @@
+"""Fitted efficiency constants of the analytic model, read from the bundled data file.
+
+``perf/data/calibration.json`` is written by ``benchmarks/calibrate_perf.py`` from measured
+kernel data. A system without its own measurements borrows the fit of the closest measured
+generation (efficiencies are fractions of each chip's own peak, so they transfer); SGLang borrows
+vLLM's kernel fits. The chosen entry is named in ``Calibration.source``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, fields
+from importlib import resources
+from typing import Any
+
+from aisimulate.catalog.systems import System
+from aisimulate.perf.kernels import AttentionFit, CollectiveFit, GemmFit, MoeFit, OverheadFit
+
+DATA_FILE = "calibration.json"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Calibration:
+    source: str
+    gemm: dict[str, GemmFit]
+    context_attention: AttentionFit
+    generation_attention: AttentionFit
+    moe: dict[str, MoeFit]
+    allreduce: CollectiveFit
+    alltoall: CollectiveFit
+    overhead: OverheadFit
+
+    def gemm_fit(self, math_dtype: str) -> GemmFit:
+        return self.gemm.get(math_dtype) or self.gemm.get("fp8") or self.gemm["bf16"]
+
+    def moe_fit(self, math_dtype: str) -> MoeFit:
+        return self.moe.get(math_dtype) or self.moe.get("fp8") or self.moe["bf16"]
+
+
+@functools.cache
+def _data() -> dict[str, Any]:
+    path = resources.files("aisimulate.perf") / "data" / DATA_FILE
+    return json.loads(path.read_text())
+
+
+def _make(cls: type, values: dict[str, Any] | None) -> Any:
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in (values or {}).items() if k in names})
+
+
+def proxy_system(system: System) -> str:
+    """The measured system whose efficiencies stand in for an unmeasured one."""
+    return "b200_sxm" if system.sm_version >= 100 else "h100_sxm"
+
+
+def calibration_from_entry(
+    entry: dict[str, Any], overhead: dict[str, Any] | None, source: str
+) -> Calibration:
+    """Build a :class:`Calibration` from one ``fits`` entry of the data file's layout."""
+    return Calibration(
+        source=source,
+        gemm={k: _make(GemmFit, v) for k, v in entry["gemm"].items()},
+        context_attention=_make(AttentionFit, entry.get("context_attention")),
+        generation_attention=_make(AttentionFit, entry.get("generation_attention")),
+        moe={k: _make(MoeFit, v) for k, v in entry.get("moe", {"bf16": {}}).items()},
+        allreduce=_make(CollectiveFit, entry.get("allreduce")),
+        alltoall=_make(CollectiveFit, entry.get("alltoall")),
+        overhead=_make(OverheadFit, overhead),
+    )
+
+
+def calibration_for(system: System, backend: str) -> Calibration:
+    data = _data()
+    fits = data["fits"]
+    kernel_backend = "vllm" if backend == "sglang" else backend
+    key = f"{system.name}/{kernel_backend}"
+    source = key
+    if key not in fits:
+        key = f"{proxy_system(system)}/{kernel_backend}"
+        source = f"{key} (stand-in for {system.name})"
+    return calibration_from_entry(fits[key], data.get("overhead", {}).get(backend), source)
+
+
+def default_calibration() -> Calibration:
+    """Unfitted defaults; the calibration script starts from these."""
+    return Calibration(
+        source="defaults",
+        gemm={"bf16": GemmFit(), "fp8": GemmFit()},
+        context_attention=AttentionFit(),
+        generation_attention=AttentionFit(),
+        moe={"bf16": MoeFit(), "fp8": MoeFit()},
+        allreduce=CollectiveFit(),
+        alltoall=CollectiveFit(),
+        overhead=OverheadFit(),
+    )

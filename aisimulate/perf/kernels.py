@@ -1,0 +1,408 @@
+"""Roofline cost of the kernel families a forward pass is made of.
+
+Each family is a frozen set of coefficients built once from geometry (parameters, heads, bytes),
+hardware peaks and a calibrated fit. ``time_ms`` evaluates it on numpy arrays (or floats);
+``scalar()`` returns the same formula as a closure over plain floats, several times faster, for
+the replay's per-pass calls. Tests hold the two to equal results.
+The calibration script fits the same objects to single-kernel measurements, and the analytic
+model sums them over layers, so one formula serves both.
+
+Units: peaks in TFLOPS become flops per ms as ``tflops * 1e9``; bandwidths in GB/s become bytes
+per ms as ``gbps * 1e6``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ACT_BYTES = 2.0  # activations travel in bf16
+
+
+@dataclass(frozen=True, slots=True)
+class Ops:
+    """Elementwise max/min/exp for scalars or numpy arrays, so one formula serves both paths."""
+
+    max: Any
+    min: Any
+    exp: Any
+
+
+VECTOR = Ops(max=np.maximum, min=np.minimum, exp=np.exp)
+
+
+def flops_per_ms(tflops: float) -> float:
+    return tflops * 1e9
+
+
+def bytes_per_ms(gbps: float) -> float:
+    return gbps * 1e6
+
+
+# ---- fits (what calibration produces) -----------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GemmFit:
+    """Compute efficiency ``e_max * m / (m + m_half)`` rises with the token count m."""
+
+    e_max: float = 0.7
+    m_half: float = 64.0
+    mem_eff: float = 0.75
+    t0_ms: float = 0.004
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AttentionFit:
+    compute_eff: float = 0.5  # prefill: fraction of the bf16 peak for long chunks
+    kv_half: float = 0.0  # prefill efficiency ramp: kv_len / (kv_len + kv_half) of compute_eff
+    mem_eff: float = 0.7  # decode: fraction of HBM bandwidth
+    t0_ms: float = 0.01
+    per_request_ms: float = 0.0005
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MoeFit:
+    """Like GEMM, but efficiency rises with routed tokens per touched expert."""
+
+    e_max: float = 0.5
+    x_half: float = 32.0
+    mem_eff: float = 0.6
+    t0_ms: float = 0.02
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CollectiveFit:
+    """``latency(n) + bytes_on_wire / (link * bw_eff)``, latency growing with log2(n)."""
+
+    bw_eff: float = 0.7
+    latency_ms: float = 0.006
+    latency_per_log2_ms: float = 0.001
+
+    def latency(self, num_gpus: int) -> float:
+        return self.latency_ms + self.latency_per_log2_ms * math.log2(max(num_gpus, 2) / 2)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OverheadFit:
+    """Framework time per pass (scheduling, sampling, launches) outside the model's kernels."""
+
+    base_ms: float = 1.0
+    per_sequence_ms: float = 0.002
+
+
+# ---- cost objects -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Roofline:
+    """``max(c_slope*m + c_fixed, m_fixed + m_slope*m) + fixed`` for m > 0, else 0."""
+
+    c_slope: float
+    c_fixed: float
+    m_fixed: float
+    m_slope: float
+    fixed: float
+
+    def time_ms(self, m: Any, ops: Ops = VECTOR) -> Any:
+        return (m > 0) * (
+            ops.max(self.c_slope * m + self.c_fixed, self.m_fixed + self.m_slope * m) + self.fixed
+        )
+
+    def scalar(self) -> Callable[[float], float]:
+        """The same formula as a closure over plain floats: the replay's hot path."""
+        cs, cf, mf, ms, fx = _fields(self)
+
+        def time_ms(m: float) -> float:
+            if m <= 0:
+                return 0.0
+            compute = cs * m + cf
+            memory = mf + ms * m
+            return (compute if compute > memory else memory) + fx
+
+        return time_ms
+
+    def __add__(self, other: Roofline) -> Roofline:
+        """Sum of layers with the same arithmetic intensity (exact when the crossovers coincide)."""
+        return Roofline(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
+
+    def scaled(self, k: float) -> Roofline:
+        return Roofline(*(k * a for a in _fields(self)))
+
+
+def _fields(r: Roofline) -> tuple[float, ...]:
+    return (r.c_slope, r.c_fixed, r.m_fixed, r.m_slope, r.fixed)
+
+
+def gemm_roofline(
+    *,
+    weight_params: float,
+    act_elems_per_token: float,
+    weight_bytes_per_param: float,
+    peak_tflops: float,
+    hbm_gbps: float,
+    fit: GemmFit,
+    num_kernels: float = 1.0,
+) -> Roofline:
+    """GEMMs reading ``weight_params`` weights once per pass and moving activations per token."""
+    per_flop = 1.0 / (flops_per_ms(peak_tflops) * fit.e_max)
+    per_byte = 1.0 / (bytes_per_ms(hbm_gbps) * fit.mem_eff)
+    return Roofline(
+        c_slope=2 * weight_params * per_flop,
+        c_fixed=2 * weight_params * fit.m_half * per_flop,
+        m_fixed=weight_params * weight_bytes_per_param * per_byte,
+        m_slope=act_elems_per_token * ACT_BYTES * per_byte,
+        fixed=num_kernels * fit.t0_ms,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ContextAttention:
+    """Causal prefill attention over ``pairs`` (query, key) pairs, compute-bound."""
+
+    per_pair_ms: float
+    per_context_token_ms: float  # reading cached KV of earlier chunks
+    per_request_ms: float
+    fixed_ms: float
+    sliding_per_pair_ms: float = 0.0
+    sliding_window: float = 0.0
+    # Short key spans leave tiles idle: efficiency kv / (kv + kv_half) of the long-span value adds
+    # ``per_pair * kv_half`` for every query token.
+    per_query_ms: float = 0.0
+
+    def time_ms(
+        self, pairs: Any, requests: Any, context_tokens: Any, new_tokens: Any, ops: Ops = VECTOR
+    ) -> Any:
+        sliding = self.sliding_per_pair_ms * ops.min(pairs, new_tokens * self.sliding_window)
+        busy = self.per_pair_ms * pairs + sliding + self.per_context_token_ms * context_tokens
+        busy = busy + self.per_query_ms * new_tokens
+        return (requests > 0) * (busy + self.per_request_ms * requests + self.fixed_ms)
+
+    def scalar(self) -> Callable[[float, float, float, float], float]:
+        pair, ctx, req, fixed = (
+            self.per_pair_ms,
+            self.per_context_token_ms,
+            self.per_request_ms,
+            self.fixed_ms,
+        )
+        sliding, window, query = self.sliding_per_pair_ms, self.sliding_window, self.per_query_ms
+
+        def time_ms(pairs: float, requests: float, context_tokens: float, new_tokens: float) -> float:
+            if requests <= 0:
+                return 0.0
+            busy = pair * pairs + ctx * context_tokens + query * new_tokens + req * requests + fixed
+            if sliding:
+                capped = new_tokens * window
+                busy += sliding * (pairs if pairs < capped else capped)
+            return busy
+
+        return time_ms
+
+
+def context_attention(
+    *,
+    num_layers: float,
+    num_heads: float,
+    qk_dim: float,
+    v_dim: float,
+    kv_bytes_per_token_layer: float,
+    peak_tflops: float,
+    hbm_gbps: float,
+    fit: AttentionFit,
+    num_sliding_layers: float = 0,
+    sliding_window: float = 0,
+) -> ContextAttention:
+    flops_per_pair = 2 * num_heads * (qk_dim + v_dim)
+    per_flop = 1.0 / (flops_per_ms(peak_tflops) * fit.compute_eff)
+    return ContextAttention(
+        per_pair_ms=num_layers * flops_per_pair * per_flop,
+        per_context_token_ms=(num_layers + num_sliding_layers)
+        * kv_bytes_per_token_layer
+        / (bytes_per_ms(hbm_gbps) * fit.mem_eff),
+        per_request_ms=(num_layers + num_sliding_layers) * fit.per_request_ms,
+        fixed_ms=(num_layers + num_sliding_layers) * fit.t0_ms,
+        sliding_per_pair_ms=num_sliding_layers * flops_per_pair * per_flop,
+        sliding_window=sliding_window,
+        per_query_ms=(num_layers + num_sliding_layers) * flops_per_pair * per_flop * fit.kv_half,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationAttention:
+    """Decode attention: every emitting sequence reads its whole KV (memory-bound), or for
+    absorbed MLA the latent matmuls may dominate (compute)."""
+
+    per_context_token_mem_ms: float
+    per_context_token_compute_ms: float  # times tokens_per_step
+    per_sequence_ms: float
+    fixed_ms: float
+    sliding_per_token_ms: float = 0.0
+    sliding_window: float = 0.0
+
+    def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any, ops: Ops = VECTOR) -> Any:
+        memory = self.per_context_token_mem_ms * context_tokens
+        memory = memory + self.sliding_per_token_ms * ops.min(context_tokens, sequences * self.sliding_window)
+        compute = self.per_context_token_compute_ms * context_tokens * tokens_per_step
+        return (sequences > 0) * (ops.max(memory, compute) + self.per_sequence_ms * sequences + self.fixed_ms)
+
+    def scalar(self) -> Callable[[float, float, float], float]:
+        mem, comp, seq, fixed = (
+            self.per_context_token_mem_ms,
+            self.per_context_token_compute_ms,
+            self.per_sequence_ms,
+            self.fixed_ms,
+        )
+        sliding, window = self.sliding_per_token_ms, self.sliding_window
+
+        def time_ms(sequences: float, context_tokens: float, tokens_per_step: float) -> float:
+            if sequences <= 0:
+                return 0.0
+            memory = mem * context_tokens
+            if sliding:
+                capped = sequences * window
+                memory += sliding * (context_tokens if context_tokens < capped else capped)
+            compute = comp * context_tokens * tokens_per_step
+            return (memory if memory > compute else compute) + seq * sequences + fixed
+
+        return time_ms
+
+
+def generation_attention(
+    *,
+    num_layers: float,
+    num_heads: float,
+    kv_bytes_per_token_layer: float,
+    flops_per_context_token_layer: float,
+    peak_tflops: float,
+    hbm_gbps: float,
+    fit: AttentionFit,
+    num_sliding_layers: float = 0,
+    sliding_window: float = 0,
+) -> GenerationAttention:
+    per_byte = 1.0 / (bytes_per_ms(hbm_gbps) * fit.mem_eff)
+    layers = num_layers + num_sliding_layers
+    return GenerationAttention(
+        per_context_token_mem_ms=num_layers * kv_bytes_per_token_layer * per_byte,
+        per_context_token_compute_ms=layers
+        * flops_per_context_token_layer
+        / (flops_per_ms(peak_tflops) * fit.compute_eff),
+        per_sequence_ms=layers * fit.per_request_ms,
+        fixed_ms=layers * fit.t0_ms,
+        sliding_per_token_ms=num_sliding_layers * kv_bytes_per_token_layer * per_byte,
+        sliding_window=sliding_window,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MoeBlock:
+    """Routed experts of one GPU: tokens x top-k pairs spread over ``num_experts`` experts."""
+
+    experts_on_gpu: float
+    pairs_per_token: float  # top-k / moe_ep: routed pairs landing on this GPU per token
+    per_pair_compute_ms: float
+    per_touched_compute_ms: float  # x_half worth of pairs per touched expert
+    per_touched_bytes_ms: float
+    per_pair_bytes_ms: float
+    fixed_ms: float
+
+    def scalar(self) -> Callable[[float], float]:
+        experts, per_token = self.experts_on_gpu, self.pairs_per_token
+        pair_c, touched_c = self.per_pair_compute_ms, self.per_touched_compute_ms
+        touched_b, pair_b, fixed = self.per_touched_bytes_ms, self.per_pair_bytes_ms, self.fixed_ms
+        exp = math.exp
+
+        def time_ms(tokens: float) -> float:
+            if tokens <= 0:
+                return 0.0
+            pairs = tokens * per_token
+            touched = experts * (1.0 - exp(-pairs / experts))
+            compute = pair_c * pairs + touched_c * touched
+            memory = touched_b * touched + pair_b * pairs
+            return (compute if compute > memory else memory) + fixed
+
+        return time_ms
+
+    def time_ms(self, tokens: Any, ops: Ops = VECTOR) -> Any:
+        pairs = tokens * self.pairs_per_token
+        # Expected distinct experts hit when pairs land uniformly at random on this GPU's experts.
+        touched = self.experts_on_gpu * (1.0 - ops.exp(-pairs / self.experts_on_gpu))
+        compute = self.per_pair_compute_ms * pairs + self.per_touched_compute_ms * touched
+        memory = self.per_touched_bytes_ms * touched + self.per_pair_bytes_ms * pairs
+        return (tokens > 0) * (ops.max(compute, memory) + self.fixed_ms)
+
+
+def moe_block(
+    *,
+    num_layers: float,
+    hidden_size: float,
+    expert_intermediate: float,
+    num_experts: float,
+    top_k: float,
+    moe_tp: float,
+    moe_ep: float,
+    weight_bytes_per_param: float,
+    peak_tflops: float,
+    hbm_gbps: float,
+    fit: MoeFit,
+) -> MoeBlock:
+    expert_params = 3 * hidden_size * expert_intermediate / moe_tp
+    per_flop = 1.0 / (flops_per_ms(peak_tflops) * fit.e_max)
+    per_byte = 1.0 / (bytes_per_ms(hbm_gbps) * fit.mem_eff)
+    return MoeBlock(
+        experts_on_gpu=num_experts / moe_ep,
+        pairs_per_token=top_k / moe_ep,
+        per_pair_compute_ms=num_layers * 2 * expert_params * per_flop,
+        per_touched_compute_ms=num_layers * 2 * expert_params * fit.x_half * per_flop,
+        per_touched_bytes_ms=num_layers * expert_params * weight_bytes_per_param * per_byte,
+        per_pair_bytes_ms=num_layers * 2 * hidden_size * ACT_BYTES * per_byte,
+        fixed_ms=num_layers * fit.t0_ms,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """``count`` collectives per pass, each moving ``bytes_per_token * tokens`` on the wire."""
+
+    per_token_ms: float
+    fixed_ms: float
+
+    def time_ms(self, tokens: Any) -> Any:
+        return (tokens > 0) * (self.per_token_ms * tokens + self.fixed_ms)
+
+    def scalar(self) -> Callable[[float], float]:
+        per_token, fixed = self.per_token_ms, self.fixed_ms
+
+        def time_ms(tokens: float) -> float:
+            return per_token * tokens + fixed if tokens > 0 else 0.0
+
+        return time_ms
+
+
+def all_reduce(
+    *, count: float, num_gpus: int, bytes_per_token: float, link_gbps: float, fit: CollectiveFit
+) -> Collective:
+    """Ring all-reduce: each GPU sends and receives 2(n-1)/n of the message."""
+    if num_gpus <= 1 or count == 0:
+        return Collective(0.0, 0.0)
+    wire = 2 * (num_gpus - 1) / num_gpus * bytes_per_token
+    return Collective(
+        per_token_ms=count * wire / (bytes_per_ms(link_gbps) * fit.bw_eff),
+        fixed_ms=count * fit.latency(num_gpus),
+    )
+
+
+def all_to_all(
+    *, count: float, num_gpus: int, bytes_per_token: float, link_gbps: float, fit: CollectiveFit
+) -> Collective:
+    """All-to-all: (n-1)/n of each GPU's share leaves it."""
+    if num_gpus <= 1 or count == 0:
+        return Collective(0.0, 0.0)
+    wire = (num_gpus - 1) / num_gpus * bytes_per_token
+    return Collective(
+        per_token_ms=count * wire / (bytes_per_ms(link_gbps) * fit.bw_eff),
+        fixed_ms=count * fit.latency(num_gpus),
+    )

@@ -1,0 +1,155 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aisimulate.catalog import get_model, get_system
+from aisimulate.errors import ConfigError
+from aisimulate.perf import AnalyticPerfModel, BatchShape, ParallelShape
+
+H200 = get_system("h200_sxm")
+LLAMA8 = AnalyticPerfModel(get_model("meta-llama/Llama-3.1-8B"), H200, ParallelShape())
+QWEN_MOE = AnalyticPerfModel(get_model("Qwen/Qwen3-30B-A3B"), H200, ParallelShape(tp=2))
+DSV3 = AnalyticPerfModel(
+    get_model("deepseek-ai/DeepSeek-V3"),
+    H200,
+    ParallelShape(tp=8, moe_ep=8),
+    backend="trtllm",
+    kv_cache_dtype="fp8",
+)
+MODELS = [LLAMA8, QWEN_MOE, DSV3]
+
+
+def decode(n, context):
+    return BatchShape(decode_requests=n, decode_context_tokens=n * context)
+
+
+def prefill(tokens, context=0):
+    return BatchShape.from_chunks([(tokens, context)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    which=st.sampled_from(range(len(MODELS))),
+    tokens=st.integers(1, 16384),
+    extra=st.integers(1, 4096),
+    context=st.integers(0, 32768),
+)
+def test_prefill_latency_grows_with_tokens_and_context(which, tokens, extra, context):
+    model = MODELS[which]
+    base = model.pass_time_ms(prefill(tokens, context))
+    assert model.pass_time_ms(prefill(tokens + extra, context)) > base
+    assert model.pass_time_ms(prefill(tokens, context + extra)) > base
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    which=st.sampled_from(range(len(MODELS))),
+    batch=st.integers(1, 512),
+    extra=st.integers(1, 256),
+    context=st.integers(1, 32768),
+)
+def test_decode_latency_grows_with_batch_and_context(which, batch, extra, context):
+    model = MODELS[which]
+    base = model.pass_time_ms(decode(batch, context))
+    assert model.pass_time_ms(decode(batch + extra, context)) > base
+    assert model.pass_time_ms(decode(batch, context + extra)) > base
+
+
+def test_small_batch_decode_is_bound_by_reading_the_weights():
+    weights_read_ms = get_model("meta-llama/Llama-3.1-8B").weight_bytes / (H200.hbm_gbps * 1e6)
+    t = LLAMA8.pass_time_ms(decode(1, 128))
+    assert weights_read_ms < t < 2.0 * weights_read_ms
+    # Batching is nearly free while memory-bound.
+    assert LLAMA8.pass_time_ms(decode(16, 128)) < 1.2 * t
+
+
+def test_large_prefill_is_compute_bound():
+    flops = 2 * get_model("meta-llama/Llama-3.1-8B").total_params * 8192
+    ideal_ms = flops / (H200.tflops["bf16"] * 1e9)
+    t = LLAMA8.explain(prefill(8192)).gemm_ms
+    assert ideal_ms < t < 1.6 * ideal_ms
+
+
+def test_breakdown_components_appear_where_they_belong():
+    dense = LLAMA8.explain(prefill(1024))
+    assert dense.moe_ms == 0 and dense.comm_ms == 0 and dense.gemm_ms > 0 and dense.attention_ms > 0
+    tp = AnalyticPerfModel(get_model("meta-llama/Llama-3.1-70B"), H200, ParallelShape(tp=4)).explain(
+        prefill(1024)
+    )
+    assert tp.comm_ms > 0
+    moe = DSV3.explain(decode(64, 1024))
+    assert moe.moe_ms > 0 and moe.comm_ms > 0
+
+
+def test_tp_makes_a_pass_faster_per_gpu():
+    model = get_model("meta-llama/Llama-3.1-70B")
+    tp2 = AnalyticPerfModel(model, H200, ParallelShape(tp=2))
+    tp8 = AnalyticPerfModel(model, H200, ParallelShape(tp=8))
+    assert tp8.pass_time_ms(decode(32, 1024)) < tp2.pass_time_ms(decode(32, 1024))
+
+
+def test_fp8_weights_speed_up_memory_bound_decode():
+    bf16 = LLAMA8.pass_time_ms(decode(8, 512))
+    fp8 = AnalyticPerfModel(
+        get_model("nvidia/Llama-3.1-8B-Instruct-FP8"), H200, ParallelShape()
+    ).pass_time_ms(decode(8, 512))
+    assert fp8 < 0.75 * bf16
+
+
+def test_fp8_kv_cache_halves_decode_attention():
+    model = get_model("meta-llama/Llama-3.1-8B")
+    bf16 = AnalyticPerfModel(model, H200, ParallelShape()).explain(decode(128, 8192)).attention_ms
+    fp8 = (
+        AnalyticPerfModel(model, H200, ParallelShape(), kv_cache_dtype="fp8")
+        .explain(decode(128, 8192))
+        .attention_ms
+    )
+    assert fp8 == pytest.approx(bf16 / 2, rel=0.15)
+
+
+def test_mtp_verification_costs_more_than_one_token_but_less_than_two_steps():
+    mtp = AnalyticPerfModel(
+        get_model("deepseek-ai/DeepSeek-V3"), H200, ParallelShape(tp=8, moe_ep=8), nextn=1
+    )
+    one = DSV3.pass_time_ms(decode(32, 2048))
+    two_tokens = mtp.pass_time_ms(
+        BatchShape(decode_requests=32, decode_context_tokens=32 * 2048, tokens_per_step=2)
+    )
+    assert one < two_tokens < 2 * one
+
+
+def test_sliding_window_layers_stop_growing_with_context():
+    oss = AnalyticPerfModel(get_model("openai/gpt-oss-120b"), H200, ParallelShape())
+    short = oss.explain(decode(64, 4096)).attention_ms
+    long = oss.explain(decode(64, 8192)).attention_ms
+    # Only the full-attention half of the layers reads the longer context.
+    assert long < 2 * short
+
+
+def test_unmeasured_system_borrows_a_measured_generation():
+    a100 = AnalyticPerfModel(get_model("meta-llama/Llama-3.1-8B"), get_system("a100_sxm"), ParallelShape())
+    assert "stand-in for a100_sxm" in a100.calibration.source
+    gb200 = AnalyticPerfModel(get_model("meta-llama/Llama-3.1-8B"), get_system("gb200"), ParallelShape())
+    assert gb200.calibration.source.startswith("b200_sxm/")
+    assert a100.pass_time_ms(decode(8, 512)) > LLAMA8.pass_time_ms(decode(8, 512))
+
+
+def test_batch_shape_rejects_nonsense():
+    with pytest.raises(ConfigError):
+        BatchShape(decode_requests=-1)
+    with pytest.raises(ConfigError):
+        BatchShape(prefill_tokens=10)
+    with pytest.raises(ConfigError):
+        BatchShape(decode_requests=1, tokens_per_step=0.5)
+
+
+def test_from_chunks_counts_causal_pairs_exactly():
+    b = BatchShape.from_chunks([(4, 0), (2, 10)], [5, 7])
+    assert b.prefill_tokens == 6 and b.prefill_requests == 2 and b.prefill_context_tokens == 10
+    assert b.attention_pairs == 4 * (0 + 2.5) + 2 * (10 + 1.5)
+    assert b.decode_requests == 2 and b.decode_context_tokens == 12
+
+
+def test_backend_name_is_checked():
+    with pytest.raises(ConfigError, match="backend"):
+        AnalyticPerfModel(get_model("meta-llama/Llama-3.1-8B"), H200, ParallelShape(), backend="tgi")

@@ -1,0 +1,115 @@
+"""Every latency provider answers the same questions the same way (the PerfModel seam)."""
+
+import numpy as np
+import pytest
+
+from aisimulate.catalog import get_model, get_system
+from aisimulate.perf import (
+    AnalyticPerfModel,
+    BatchArrays,
+    BatchShape,
+    ParallelShape,
+    PerfModel,
+    PolynomialPerfModel,
+    TablePerfModel,
+)
+
+BATCHES = [
+    BatchShape(
+        decode_requests=1, decode_context_tokens=1000, active_kv_tokens=1000, kv_capacity_tokens=100_000
+    ),
+    BatchShape(
+        decode_requests=64,
+        decode_context_tokens=64 * 2048,
+        active_kv_tokens=131_072,
+        kv_capacity_tokens=500_000,
+    ),
+    BatchShape(prefill_tokens=4096, prefill_requests=1, active_kv_tokens=4096, kv_capacity_tokens=500_000),
+    BatchShape(
+        prefill_tokens=2048,
+        prefill_requests=2,
+        prefill_context_tokens=1024,
+        decode_requests=32,
+        decode_context_tokens=32 * 512,
+        active_kv_tokens=40_000,
+        kv_capacity_tokens=500_000,
+    ),
+]
+
+
+def _table() -> TablePerfModel:
+    return TablePerfModel(
+        np.array([128.0, 1024.0, 8192.0]),
+        np.array([10.0, 40.0, 300.0]),
+        np.array([0.0, 100_000.0, 1_000_000.0]),
+        np.array([128.0, 4096.0]),
+        np.array([[5.0, 6.0], [8.0, 12.0], [30.0, 45.0]]),
+    )
+
+
+class PerfModelContract:
+    """Subclasses provide ``make()``; every provider must pass these."""
+
+    def make(self) -> PerfModel:
+        raise NotImplementedError
+
+    def test_is_a_perf_model(self):
+        assert isinstance(self.make(), PerfModel)
+
+    @pytest.mark.parametrize("batch", BATCHES)
+    def test_explain_adds_up_to_the_pass_time(self, batch):
+        model = self.make()
+        assert model.explain(batch).total_ms == pytest.approx(model.pass_time_ms(batch), rel=1e-12)
+
+    @pytest.mark.parametrize("batch", BATCHES)
+    def test_positive_for_real_work(self, batch):
+        assert self.make().pass_time_ms(batch) > 0
+
+    def test_empty_pass_costs_nothing(self):
+        assert self.make().pass_time_ms(BatchShape()) == 0
+
+    def test_vectorised_equals_scalar(self):
+        model = self.make()
+        arrays = BatchArrays(
+            prefill_tokens=np.array([b.prefill_tokens for b in BATCHES]),
+            prefill_requests=np.array([b.prefill_requests for b in BATCHES]),
+            prefill_context_tokens=np.array([b.prefill_context_tokens for b in BATCHES]),
+            decode_requests=np.array([b.decode_requests for b in BATCHES]),
+            decode_context_tokens=np.array([b.decode_context_tokens for b in BATCHES]),
+            active_kv_tokens=np.array([b.active_kv_tokens for b in BATCHES]),
+            kv_capacity_tokens=500_000,
+        )
+        # The first batch has another capacity; compare against the same capacity.
+        expected = [
+            model.pass_time_ms(
+                BatchShape(**{**_fields(b), "kv_capacity_tokens": 500_000, "prefill_attention_pairs": None})
+            )
+            for b in BATCHES
+        ]
+        np.testing.assert_allclose(model.pass_times_ms(arrays), expected, rtol=1e-9)
+
+
+def _fields(batch: BatchShape) -> dict:
+    return {name: getattr(batch, name) for name in batch.__slots__}
+
+
+class TestAnalytic(PerfModelContract):
+    def make(self):
+        return AnalyticPerfModel(get_model("Qwen/Qwen3-30B-A3B"), get_system("h200_sxm"), ParallelShape(tp=2))
+
+
+class TestAnalyticDense(PerfModelContract):
+    def make(self):
+        return AnalyticPerfModel(
+            get_model("meta-llama/Llama-3.1-70B"), get_system("h100_sxm"), ParallelShape(tp=4, pp=2)
+        )
+
+
+class TestPolynomial(PerfModelContract):
+    def make(self):
+        return PolynomialPerfModel()
+
+
+class TestTable(PerfModelContract):
+    def make(self):
+        return _table()

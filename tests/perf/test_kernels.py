@@ -1,0 +1,88 @@
+"""The scalar closures and the array formulas of each kernel family must agree."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aisimulate.perf.kernels import (
+    AttentionFit,
+    CollectiveFit,
+    GemmFit,
+    MoeFit,
+    all_reduce,
+    context_attention,
+    gemm_roofline,
+    generation_attention,
+    moe_block,
+)
+
+GEMM = gemm_roofline(
+    weight_params=4096 * 14336,
+    act_elems_per_token=4096 + 14336,
+    weight_bytes_per_param=2,
+    peak_tflops=989,
+    hbm_gbps=4800,
+    fit=GemmFit(),
+    num_kernels=2,
+)
+CTX = context_attention(
+    num_layers=12,
+    num_heads=8,
+    qk_dim=64,
+    v_dim=64,
+    kv_bytes_per_token_layer=2048,
+    peak_tflops=989,
+    hbm_gbps=4800,
+    fit=AttentionFit(),
+    num_sliding_layers=12,
+    sliding_window=128,
+)
+GEN = generation_attention(
+    num_layers=12,
+    num_heads=8,
+    kv_bytes_per_token_layer=2048,
+    flops_per_context_token_layer=2048,
+    peak_tflops=989,
+    hbm_gbps=4800,
+    fit=AttentionFit(),
+    num_sliding_layers=12,
+    sliding_window=128,
+)
+MOE = moe_block(
+    num_layers=48,
+    hidden_size=2048,
+    expert_intermediate=768,
+    num_experts=128,
+    top_k=8,
+    moe_tp=1,
+    moe_ep=2,
+    weight_bytes_per_param=2,
+    peak_tflops=989,
+    hbm_gbps=4800,
+    fit=MoeFit(),
+)
+AR = all_reduce(count=64, num_gpus=4, bytes_per_token=8192, link_gbps=450, fit=CollectiveFit())
+
+counts = st.floats(min_value=0, max_value=1e5, allow_nan=False)
+
+
+@settings(max_examples=200)
+@given(a=counts, b=counts, c=counts, d=counts)
+def test_scalar_closures_equal_array_formulas(a, b, c, d):
+    assert GEMM.scalar()(a) == pytest.approx(float(GEMM.time_ms(np.float64(a))))
+    assert CTX.scalar()(a * 100, b, c, d) == pytest.approx(float(CTX.time_ms(a * 100, b, c, d)))
+    assert GEN.scalar()(a, b * 10, 1 + c / 1e5) == pytest.approx(float(GEN.time_ms(a, b * 10, 1 + c / 1e5)))
+    assert MOE.scalar()(a) == pytest.approx(float(MOE.time_ms(np.float64(a))))
+    assert AR.scalar()(a) == pytest.approx(float(AR.time_ms(np.float64(a))))
+
+
+def test_moe_touches_every_expert_only_with_many_tokens():
+    # One token reads top_k / moe_ep experts' weights; thousands of tokens read all 64 local experts.
+    one, many = MOE.scalar()(1), MOE.scalar()(8192)
+    assert many > 5 * one
+
+
+def test_all_reduce_is_free_on_one_gpu():
+    solo = all_reduce(count=64, num_gpus=1, bytes_per_token=8192, link_gbps=450, fit=CollectiveFit())
+    assert solo.scalar()(1000) == 0.0
