@@ -128,9 +128,28 @@ class BatchArrays:
     active_kv_tokens: np.ndarray | None = None
     kv_capacity_tokens: float = 0.0
 
+    @property
+    def has_prefill(self) -> bool:
+        return self.prefill_tokens is not None
+
     def filled(self) -> tuple[np.ndarray, ...]:
         d = np.asarray(self.decode_requests, dtype=np.float64)
         zeros = np.zeros_like(d)
+        if not self.has_prefill:
+            active = (
+                zeros
+                if self.active_kv_tokens is None
+                else np.asarray(self.active_kv_tokens, dtype=np.float64)
+            )
+            return (
+                zeros,
+                zeros,
+                zeros,
+                zeros,
+                d,
+                np.asarray(self.decode_context_tokens, dtype=np.float64),
+                active,
+            )
 
         def arr(x: np.ndarray | None) -> np.ndarray:
             return zeros if x is None else np.asarray(x, dtype=np.float64)

@@ -92,13 +92,16 @@ class PolynomialPerfModel:
 
     def pass_times_ms(self, batches: BatchArrays) -> np.ndarray:
         p, r, _, ctx, d, _, active = batches.filled()
-        safe_r = np.where(r > 0, r, 1.0)
-        tokens = r * ((ctx + p) / safe_r - ctx / safe_r)
-        prefill = np.where(
-            (r > 0) & (tokens != 0),
-            PREFILL_QUADRATIC * tokens**2 + PREFILL_LINEAR * tokens + PREFILL_CONSTANT,
-            0.0,
-        )
+        if batches.has_prefill:
+            safe_r = np.where(r > 0, r, 1.0)
+            tokens = r * ((ctx + p) / safe_r - ctx / safe_r)
+            prefill = np.where(
+                (r > 0) & (tokens != 0),
+                PREFILL_QUADRATIC * tokens**2 + PREFILL_LINEAR * tokens + PREFILL_CONSTANT,
+                0.0,
+            )
+        else:
+            prefill = 0.0
         capacity = batches.kv_capacity_tokens
         u = np.minimum(active / capacity, 1.0) if capacity > 0 else np.ones_like(active)
         decode = np.where(

@@ -1,0 +1,590 @@
+"""One scheduler rank of a worker: vLLM-style batching over a KV block pool.
+
+Each pass (``begin_pass`` at its start, ``end_pass`` when it ends):
+
+1. running requests first, in admission order: decoding requests take one token each, then
+   requests mid-prefill take their next chunk, all under ``max_num_batched_tokens``; when KV
+   blocks run out the newest running request is preempted (``lifo``; ``fifo`` takes the oldest)
+   and recomputed later;
+2. if nobody was preempted, waiting requests are admitted head-of-line while they fit
+   (the :class:`AdmissionPolicy` decides: vLLM checks the whole prompt, TRT-LLM reserves blocks
+   to completion and never preempts);
+3. the perf model prices the pass; every token it emits is stamped at the pass end.
+
+Decoding requests are kept as aggregates rather than visited every pass (the fast path): a
+request's computed length grows by one per pass, so it needs a new block on passes where
+``(pass - dec_pass0 + dec_nc0) % block_size == 0`` — a count per residue class — and it finishes on
+a pass known when it starts decoding. Per-pass work is therefore independent of the batch size.
+``exact=True`` visits every decoding request every pass instead (the reference path the tests
+compare against).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import Protocol
+
+import numpy as np
+
+from aisimulate.perf.model import BatchArrays, PerfModel, equal_chunk_pairs
+from aisimulate.replay.kv_cache import BlockPool, own_run_key
+from aisimulate.replay.metrics import Collector
+from aisimulate.replay.plan import EngineSpec
+from aisimulate.replay.request import Request
+
+# Shorter decode-only runs are cheaper pass by pass than as one vectorised stretch.
+MIN_STRETCH_PASSES = 6
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class AdmissionPolicy(Protocol):
+    name: str
+    may_preempt: bool
+
+    def on_enqueue(self, rank: Rank, r: Request) -> bool:
+        """Prepare a request for this rank; False rejects it (it can never run here)."""
+        ...
+
+    def admissible(self, rank: Rank, r: Request, hot_blocks: int) -> bool:
+        """Whether the waiting head fits, given its blocks already active in the pool."""
+        ...
+
+
+class VllmPolicy:
+    """vLLM v1: admit when the whole sequence fits next to the active blocks; preempt on need."""
+
+    name = "vllm"
+    may_preempt = True
+
+    def on_enqueue(self, rank: Rank, r: Request) -> bool:
+        spec = rank.spec
+        if spec.max_model_len is not None and r.prompt_len >= spec.max_model_len:
+            return False
+        # A request that could not finish even alone would be preempted forever.
+        return ceil_div(r.prompt_len + r.max_output - 1, rank.block_size) <= rank.pool.num_blocks
+
+    def admissible(self, rank: Rank, r: Request, hot_blocks: int) -> bool:
+        needed = ceil_div(r.seq_len, rank.block_size) - hot_blocks
+        return needed <= rank.pool.num_blocks - rank.pool.num_active
+
+
+class TrtllmPolicy:
+    """TRT-LLM GUARANTEED_NO_EVICT: reserve every block a request will need to completion."""
+
+    name = "trtllm"
+    may_preempt = False
+
+    def on_enqueue(self, rank: Rank, r: Request) -> bool:
+        capacity = rank.pool.num_blocks * rank.block_size
+        if r.prompt_len >= capacity:
+            return False
+        r.max_output = min(r.max_output, capacity - r.prompt_len)
+        r.final_blocks = ceil_div(r.prompt_len + r.max_output, rank.block_size)
+        return True
+
+    def admissible(self, rank: Rank, r: Request, hot_blocks: int) -> bool:
+        needed = r.final_blocks - hot_blocks
+        available = rank.pool.num_blocks - rank.pool.num_active - rank.reserved_blocks
+        return needed <= available
+
+
+POLICIES: dict[str, type] = {"vllm": VllmPolicy, "trtllm": TrtllmPolicy}
+
+
+class Rank:
+    """A scheduler and its KV pool (one attention-DP rank of a worker)."""
+
+    def __init__(
+        self,
+        spec: EngineSpec,
+        backend: str,
+        perf: PerfModel,
+        num_gpu_blocks: int,
+        collector: Collector,
+        *,
+        exact: bool = False,
+        worker: int = 0,
+        rank: int = 0,
+        tokens_per_step: float = 1.0,
+        unit: int = 1,
+    ) -> None:
+        self.spec = spec
+        self.policy: AdmissionPolicy = POLICIES[backend]()
+        self.perf = perf
+        self.collector = collector
+        self.worker = worker
+        self.rank = rank
+        self.block_size = spec.block_size
+        self.unit = unit
+        self.pool = BlockPool(num_gpu_blocks, unit=unit, enable_prefix_caching=spec.enable_prefix_caching)
+        self.capacity_tokens = num_gpu_blocks * spec.block_size
+        self.tokens_per_step = tokens_per_step
+        # The aggregate decode step assumes every decoding request fits the token budget.
+        self.exact = exact or spec.max_num_seqs > spec.max_num_batched_tokens
+        self.waiting: deque[Request] = deque()
+        self.prefilling: list[Request] = []
+        self.decoders: dict[int, Request] = {}
+        self._admissions = 0
+        self.pass_idx = 0
+        self.pass_end_ms: list[float] = []
+        self.residue = [0] * spec.block_size
+        self.finish_at: dict[int, list[Request]] = {}
+        self._finish_heap: list[int] = []
+        self.dec_ctx = 0  # sum over decoders of computed tokens at the start of the pass
+        self.reserved_blocks = 0  # TRT-LLM: blocks promised to running requests, not yet held
+        self.num_preemptions = 0
+        self.max_active_blocks = 0
+        self._completing: list[Request] = []
+        self._preempted_this_pass = False
+        self._now = 0.0
+
+    # ---- queries -------------------------------------------------------------------------
+    @property
+    def num_running(self) -> int:
+        return len(self.prefilling) + len(self.decoders)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.prefilling or self.decoders)
+
+    @property
+    def active_blocks(self) -> int:
+        return self.pool.num_active
+
+    # ---- arrivals ------------------------------------------------------------------------
+    def enqueue(self, r: Request) -> bool:
+        r.worker, r.rank = self.worker, self.rank
+        if not self.policy.on_enqueue(self, r):
+            r.rejected = True
+            return False
+        self.waiting.append(r)
+        return True
+
+    # ---- decode-phase bookkeeping --------------------------------------------------------
+    def _start_decoding(self, r: Request, next_pass: int) -> None:
+        self.decoders[r.admit_seq] = r
+        if self.exact:
+            return
+        r.dec_pass0, r.dec_nc0, r.dec_gen0 = next_pass, r.num_computed, r.generated
+        self.residue[(next_pass - r.num_computed) % self.block_size] += 1
+        r.finish_pass = next_pass + (r.max_output - r.generated) - 1
+        bucket = self.finish_at.get(r.finish_pass)
+        if bucket is None:
+            self.finish_at[r.finish_pass] = [r]
+            heapq.heappush(self._finish_heap, r.finish_pass)
+        else:
+            bucket.append(r)
+        self.dec_ctx += r.num_computed
+
+    def _materialize(self, r: Request, p: int) -> None:
+        """Write a fast-path decoder's implicit state into its fields as of the start of pass p."""
+        passes = p - r.dec_pass0
+        r.num_computed = r.dec_nc0 + passes
+        r.generated = r.dec_gen0 + passes
+        r.n_blocks = ceil_div(r.num_computed, self.block_size)
+        if passes > 0:
+            r.last_token_ms = self.pass_end_ms[p - 1]
+            if r.second_token_ms is None and r.dec_gen0 == 1:
+                r.second_token_ms = self.pass_end_ms[r.dec_pass0]
+
+    def _stop_decoding(self, r: Request, p: int) -> None:
+        """Take a decoder out of the aggregates at the start of pass p (before it is scheduled)."""
+        del self.decoders[r.admit_seq]
+        if self.exact:
+            return
+        self._materialize(r, p)
+        self.residue[(r.dec_pass0 - r.dec_nc0) % self.block_size] -= 1
+        bucket = self.finish_at[r.finish_pass]
+        bucket.remove(r)
+        if not bucket:
+            del self.finish_at[r.finish_pass]
+        self.dec_ctx -= r.num_computed
+
+    # ---- KV ------------------------------------------------------------------------------
+    def _release(self, r: Request, *, recompute: bool) -> None:
+        full = r.num_computed // self.block_size
+        run_key = None
+        if recompute and full > r.n_keyed:
+            run_key = own_run_key(r.rid, r.preemptions)
+            r.run_start = r.n_keyed
+        self.pool.release(
+            r.prompt_keys[: r.n_keyed // self.unit],
+            anon_full=full - r.n_keyed,
+            anon_partial=r.n_blocks - full,
+            run_key=run_key,
+        )
+        if self.policy.name == "trtllm":
+            self.reserved_blocks -= r.final_blocks - r.n_blocks
+        r.n_keyed = r.n_blocks = 0
+
+    def _growth(self, r: Request, new_computed: int) -> tuple[list[int], int, int, int]:
+        """How r's prefill grows to ``new_computed`` tokens: (units to name, anonymous blocks
+        that those units absorb, anonymous blocks to add, available blocks consumed)."""
+        bs, unit = self.block_size, self.unit
+        total = ceil_div(new_computed, bs)
+        first = r.n_keyed // unit
+        last = (
+            min(new_computed // bs // unit, len(r.prompt_keys)) if self.pool.enable_prefix_caching else first
+        )
+        names = r.prompt_keys[first:last] if last > first else []
+        named_end = last * unit if names else r.n_keyed
+        absorbed = min(r.n_blocks, named_end) - r.n_keyed if names else 0
+        new_anon = total - named_end - (r.n_blocks - r.n_keyed - absorbed)
+        cost = new_anon - absorbed
+        if names:
+            active = self.pool.active
+            cost += unit * sum(1 for key in names if key not in active)
+        return names, absorbed, new_anon, cost
+
+    def _grow(
+        self, r: Request, new_computed: int, plan: tuple[list[int], int, int, int] | None = None
+    ) -> None:
+        """Hold the blocks for r's first ``new_computed`` tokens: shareable full units by name,
+        the others (its own, or a partly computed unit) anonymously."""
+        names, absorbed, new_anon, _ = plan if plan is not None else self._growth(r, new_computed)
+        pool = self.pool
+        if names:
+            pool.free_anon(absorbed)
+            pool.acquire(names)
+            r.n_keyed += len(names) * self.unit
+        pool.allocate_anon(new_anon)
+        total = ceil_div(new_computed, self.block_size)
+        if self.policy.name == "trtllm":
+            self.reserved_blocks -= total - r.n_blocks
+        r.n_blocks = total
+
+    def _newest_running(self) -> Request | None:
+        if self.spec.preemption_mode == "fifo":
+            if self.decoders:
+                return next(iter(self.decoders.values()))
+            return self.prefilling[0] if self.prefilling else None
+        if self.prefilling:
+            return self.prefilling[-1]
+        return self.decoders[next(reversed(self.decoders))] if self.decoders else None
+
+    def _preempt(self, victim: Request, p: int) -> None:
+        if victim.admit_seq in self.decoders and self.decoders[victim.admit_seq] is victim:
+            self._stop_decoding(victim, p)
+        else:
+            self.prefilling.remove(victim)
+        self._release(victim, recompute=True)
+        victim.num_computed = 0
+        victim.preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(victim)
+        self._preempted_this_pass = True
+
+    def _make_room(self, blocks: int, p: int, current: Request | None = None) -> bool:
+        """Preempt until ``blocks`` are available; False if ``current`` itself had to go."""
+        while blocks > self.pool.available():
+            victim = self._newest_running()
+            if victim is None or not self.policy.may_preempt:
+                raise AssertionError("KV pool exhausted with nothing to preempt")
+            self._preempt(victim, p)
+            if victim is current:
+                return False
+        return True
+
+    # ---- the pass ------------------------------------------------------------------------
+    def begin_pass(self, now_ms: float) -> float:
+        """Schedule one pass starting at ``now_ms`` (mutating KV state); return its duration."""
+        p = self.pass_idx
+        self._now = now_ms
+        self._preempted_this_pass = False
+        budget = self.spec.max_num_batched_tokens
+        if self.exact:
+            budget, d, d_ctx = self._decode_exact(p, budget)
+        else:
+            budget, d, d_ctx = self._decode_fast(p, budget)
+
+        chunks_tokens = chunks_reqs = chunks_ctx = 0
+        pairs = 0.0
+        completing = self._completing
+        completing.clear()
+        for r in list(self.prefilling):
+            if r not in self.prefilling:
+                continue  # preempted while an earlier request grew
+            remaining = r.seq_len - r.num_computed
+            take = min(remaining, budget)
+            if take <= 0:
+                break
+            plan = self._growth(r, r.num_computed + take)
+            if not self._make_room(plan[3], p, r):
+                break
+            done = r.num_computed
+            # Preemptions free blocks but never change r's own growth plan.
+            self._grow(r, done + take, plan)
+            r.num_computed = done + take
+            budget -= take
+            chunks_tokens += take
+            chunks_reqs += 1
+            chunks_ctx += done
+            pairs += take * (done + (take + 1) / 2)
+            if r.num_computed == r.seq_len:
+                completing.append(r)
+
+        if not self._preempted_this_pass:
+            budget, admitted = self._admit(budget, p)
+            for take, done, r in admitted:
+                chunks_tokens += take
+                chunks_reqs += 1
+                chunks_ctx += done
+                pairs += take * (done + (take + 1) / 2)
+                if r.num_computed == r.seq_len:
+                    completing.append(r)
+
+        active = self.pool.num_active
+        if active > self.max_active_blocks:
+            self.max_active_blocks = active
+        if chunks_reqs == 0 and d == 0:
+            return 0.0
+        if pairs == 0.0 and chunks_reqs:
+            pairs = equal_chunk_pairs(chunks_tokens, chunks_reqs, chunks_ctx)
+        return self.perf.time_ms(
+            chunks_tokens,
+            chunks_reqs,
+            pairs,
+            chunks_ctx,
+            # The decode batch is the requests decoding at the start of the pass (a request whose
+            # prompt completes emits its first token without a decode step of its own), and its
+            # KV load is their summed context, as the reference replay feeds its timing model.
+            d,
+            d_ctx,
+            self.tokens_per_step,
+            d_ctx,
+            self.capacity_tokens,
+        )
+
+    def _decode_fast(self, p: int, budget: int) -> tuple[int, int, int]:
+        bs = self.block_size
+        need = self.residue[p % bs]
+        while need > self.pool.available():
+            victim = self._newest_running()
+            in_class = (
+                victim is not None
+                and victim.admit_seq in self.decoders
+                and ((victim.dec_pass0 - victim.dec_nc0) % bs == p % bs)
+            )
+            self._make_room(self.pool.available() + 1, p)
+            if in_class:
+                need -= 1
+        if need:
+            self.pool.allocate_anon(need)
+            if self.policy.name == "trtllm":
+                self.reserved_blocks -= need
+        d = len(self.decoders)
+        # Each decoder attends to its computed tokens plus the one it computes now.
+        return budget - d, d, self.dec_ctx + d
+
+    def _decode_exact(self, p: int, budget: int) -> tuple[int, int, int]:
+        bs = self.block_size
+        d = d_ctx = 0
+        for r in list(self.decoders.values()):
+            if self.decoders.get(r.admit_seq) is not r:
+                continue  # preempted as a victim of an earlier request
+            if budget <= 0:
+                break
+            if r.num_computed % bs == 0:
+                if not self._make_room(1, p, r):
+                    continue
+                self.pool.allocate_anon(1)
+                if self.policy.name == "trtllm":
+                    self.reserved_blocks -= 1
+                r.n_blocks += 1
+            r.num_computed += 1
+            r.scheduled_take = 1
+            budget -= 1
+            d += 1
+            d_ctx += r.num_computed
+        return budget, d, d_ctx
+
+    def _admit(self, budget: int, p: int) -> tuple[int, list[tuple[int, int, Request]]]:
+        admitted: list[tuple[int, int, Request]] = []
+        bs, pool, spec = self.block_size, self.pool, self.spec
+        while self.num_running < spec.max_num_seqs and self.waiting and budget > 0:
+            r = self.waiting[0]
+            seq_len = r.seq_len
+            matched, hot, run = self._prefix_hit(r)
+            cached = (matched * self.unit + run) * bs
+            if not self.policy.admissible(self, r, hot * self.unit):
+                break
+            remaining = seq_len - cached
+            if not spec.enable_chunked_prefill and remaining > budget:
+                break
+            take = min(remaining, budget)
+            self.waiting.popleft()
+            r.admit_seq = self._admissions
+            self._admissions += 1
+            if self.policy.name == "trtllm":
+                self.reserved_blocks += r.final_blocks
+            if cached:
+                pool.acquire(r.prompt_keys[:matched])
+                if run:
+                    pool.take_run(own_run_key(r.rid, r.preemptions - 1), run)
+                r.n_keyed = matched * self.unit
+                r.n_blocks = r.n_keyed + run
+                r.num_computed = cached
+                if self.policy.name == "trtllm":
+                    self.reserved_blocks -= r.n_blocks
+            self._grow(r, cached + take)
+            r.num_computed = cached + take
+            self.prefilling.append(r)
+            budget -= take
+            self.collector.admission(r, cached, self._now)
+            admitted.append((take, cached, r))
+        return budget, admitted
+
+    def end_pass(self, end_ms: float) -> list[Request]:
+        """Stamp the pass's tokens at ``end_ms``; return the requests that finished."""
+        p = self.pass_idx
+        self.pass_idx += 1
+        self.pass_end_ms.append(end_ms)
+        finished: list[Request] = []
+        collector = self.collector
+        if self.exact:
+            for r in list(self.decoders.values()):
+                if r.scheduled_take != 1:
+                    continue
+                r.scheduled_take = 0
+                collector.gap(end_ms - r.last_token_ms, 1)
+                r.generated += 1
+                if r.generated == 2:
+                    r.second_token_ms = end_ms
+                r.last_token_ms = end_ms
+                if r.generated >= r.max_output:
+                    del self.decoders[r.admit_seq]
+                    finished.append(r)
+        else:
+            d = len(self.decoders)
+            if d:
+                collector.gap(end_ms - self.pass_end_ms[p - 1], d)
+                self.dec_ctx += d
+            self._finish_decoders(p, finished)
+        self._finish_prefills(p, end_ms, finished)
+        return self._retire(finished, end_ms)
+
+    def _finish_decoders(self, p: int, finished: list[Request]) -> None:
+        """Fast path: decoders whose last token came out in pass p leave the aggregates."""
+        for r in self.finish_at.pop(p, ()):
+            del self.decoders[r.admit_seq]
+            self.residue[(r.dec_pass0 - r.dec_nc0) % self.block_size] -= 1
+            self._materialize(r, p + 1)
+            self.dec_ctx -= r.num_computed  # the terminal token it emitted is never computed
+            finished.append(r)
+
+    def _finish_prefills(self, p: int, end_ms: float, finished: list[Request]) -> None:
+        collector = self.collector
+        for r in self._completing:
+            if r not in self.prefilling:
+                continue
+            self.prefilling.remove(r)
+            if r.generated == 0:
+                r.first_token_ms = end_ms
+                collector.emitted_tokens += 1
+            else:
+                collector.gap(end_ms - r.last_token_ms, 1)
+                if r.generated == 1:
+                    r.second_token_ms = end_ms
+            r.generated += 1
+            r.last_token_ms = end_ms
+            if r.generated >= r.max_output:
+                finished.append(r)
+            else:
+                r.num_computed = r.seq_len - 1  # the new token is dangling until scheduled
+                self._start_decoding(r, p + 1)
+        self._completing = []
+
+    def _retire(self, finished: list[Request], end_ms: float) -> list[Request]:
+        for r in finished:
+            r.finish_ms = end_ms
+            self._release(r, recompute=False)
+            self.collector.finish(r)
+        return finished
+
+    # ---- decode-only stretches -----------------------------------------------------------
+    def _prefix_hit(self, r: Request) -> tuple[int, int, int]:
+        """(units matched, of them active, blocks of r's own run matched) for admitting r.
+
+        The recompute rule caps the match so that at least the last block is computed even on a
+        full hit; only a request that was preempted can hit its own run, right after its
+        units."""
+        limit = (r.seq_len - 1) // self.block_size
+        matched, hot = self.pool.match_prefix(r.prompt_keys, limit // self.unit)
+        run = 0
+        if r.preemptions and matched * self.unit == r.run_start:
+            run = min(self.pool.cached_run(own_run_key(r.rid, r.preemptions - 1)), limit - r.run_start)
+        return matched, hot, run
+
+    def _head_could_start(self) -> bool:
+        """Whether a decode-only pass now could admit the waiting head (conservatively)."""
+        if not self.waiting or self.num_running >= self.spec.max_num_seqs:
+            return False
+        r = self.waiting[0]
+        return self.policy.admissible(self, r, self._prefix_hit(r)[1] * self.unit)
+
+    def plan_stretch(self, now_ms: float, horizon_ms: float = float("inf")) -> np.ndarray | None:
+        """End times of the identical decode-only passes from now up to (and including) the
+        next completion, if at least ``MIN_STRETCH_PASSES`` of them need no preemption and
+        start before ``horizon_ms`` (the next arrival that could cut the run); None otherwise.
+        Nothing changes until :meth:`commit_stretch`."""
+        if self.exact or self.prefilling or not self.decoders or self._head_could_start():
+            return None
+        heap = self._finish_heap
+        while heap[0] not in self.finish_at:
+            heapq.heappop(heap)
+        p, bs = self.pass_idx, self.block_size
+        passes = heap[0] - p + 1
+        if passes < MIN_STRETCH_PASSES:
+            return None
+        if horizon_ms != float("inf"):
+            d = len(self.decoders)
+            ctx = self.dec_ctx + d
+            first = self.perf.time_ms(0, 0, 0.0, 0, d, ctx, self.tokens_per_step, ctx, self.capacity_tokens)
+            reach = int((horizon_ms - now_ms) / first) + 2  # passes only grow longer
+            if reach < MIN_STRETCH_PASSES:
+                return None
+            passes = min(passes, reach)
+        need = np.asarray(self.residue, dtype=np.int64)[(p + np.arange(passes)) % bs]
+        cumulative = np.cumsum(need)
+        passes = min(passes, int(np.searchsorted(cumulative, self.pool.available(), side="right")))
+        if passes < MIN_STRETCH_PASSES:
+            return None
+        d = len(self.decoders)
+        grown = d * np.arange(1, passes + 1, dtype=np.float64)
+        times = self.perf.pass_times_ms(
+            BatchArrays(
+                decode_requests=np.full(passes, float(d)),
+                decode_context_tokens=self.dec_ctx + grown,
+                tokens_per_step=self.tokens_per_step,
+                active_kv_tokens=self.dec_ctx + grown,
+                kv_capacity_tokens=self.capacity_tokens,
+            )
+        )
+        self._stretch_blocks = cumulative
+        # Sequential sums from now, exactly as pass-by-pass stepping adds them.
+        return np.cumsum(np.concatenate(([now_ms], times)))[1:]
+
+    def commit_stretch(self, ends: np.ndarray) -> list[Request]:
+        """Apply the first ``len(ends)`` passes of the planned stretch."""
+        k = len(ends)
+        p, d = self.pass_idx, len(self.decoders)
+        blocks = int(self._stretch_blocks[k - 1])
+        self.pool.allocate_anon(blocks)
+        if self.policy.name == "trtllm":
+            self.reserved_blocks -= blocks
+        active = self.pool.num_active
+        if active > self.max_active_blocks:
+            self.max_active_blocks = active
+        gaps = ends.copy()
+        gaps[1:] -= ends[:-1]
+        gaps[0] -= self.pass_end_ms[p - 1]
+        self.collector.gaps(gaps, d)
+        self.pass_end_ms.extend(ends.tolist())
+        self.dec_ctx += d * k
+        self.pass_idx += k
+        finished: list[Request] = []
+        self._finish_decoders(p + k - 1, finished)
+        return self._retire(finished, float(ends[-1]))

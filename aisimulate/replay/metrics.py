@@ -1,0 +1,115 @@
+"""Collecting what a replay measures, and the statistics over it.
+
+Percentiles follow the reference replay: the sorted value at rank
+``round_half_away((n - 1) * p / 100)`` (nearest rank, no interpolation). Token gaps (ITL) are
+pooled over every consecutive pair of tokens of every completed request; the fast path records
+the gaps of a pass's decoders as one weighted sample, so weighted statistics give exactly what
+the expanded list would.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from aisimulate.rounding import round_half_away
+
+if TYPE_CHECKING:
+    from aisimulate.replay.request import Request
+
+PERCENTILES = (("median", 50.0), ("p75", 75.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
+
+
+def rank_of(n: int, p: float) -> int:
+    return round_half_away((n - 1) * p / 100.0)
+
+
+def distribution(values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
+    """mean, min, max, std and the nearest-rank percentiles of (optionally weighted) values."""
+    if values.size == 0:
+        return {}
+    if weights is None:
+        ordered = np.sort(values)
+        n = ordered.size
+        out = {
+            "mean": float(ordered.mean()),
+            "min": float(ordered[0]),
+            "max": float(ordered[-1]),
+            "std": float(ordered.std()),
+        }
+        for name, p in PERCENTILES:
+            out[name] = float(ordered[rank_of(n, p)])
+        return out
+    order = np.argsort(values)  # ties are equal values: their order cannot change a percentile
+    ordered, w = values[order], weights[order].astype(np.float64)
+    cumulative = np.cumsum(w)
+    n = int(cumulative[-1])
+    mean = float(np.dot(ordered, w) / n)
+    out = {
+        "mean": mean,
+        "min": float(ordered[0]),
+        "max": float(ordered[-1]),
+        "std": float(math.sqrt(max(np.dot((ordered - mean) ** 2, w) / n, 0.0))),
+    }
+    for name, p in PERCENTILES:
+        out[name] = float(ordered[np.searchsorted(cumulative, rank_of(n, p), side="right")])
+    return out
+
+
+def add_family(
+    summary: dict[str, float | str | None], name: str, stats: dict[str, float], unit: str = "_ms"
+) -> None:
+    for stat, value in stats.items():
+        summary[f"{stat}_{name}{unit}"] = value
+
+
+class Collector:
+    """Receives admissions, token gaps and finished requests from the ranks."""
+
+    def __init__(self) -> None:
+        self.gap_ms = array("d")
+        self.gap_weight = array("q")
+        self.gap_chunks: list[np.ndarray] = []
+        self.chunk_weights: list[int] = []
+        self.finished: list[Request] = []
+        self.rejected: list[Request] = []
+        self.committed_prefill_tokens = 0
+        self.emitted_tokens = 0
+
+    def admission(self, r: Request, cached_tokens: int, now_ms: float) -> None:
+        if r.first_admit_ms is None:
+            r.first_admit_ms = now_ms
+            r.first_reused_tokens = cached_tokens
+        r.max_reused_tokens = max(r.max_reused_tokens, cached_tokens)
+        self.committed_prefill_tokens += r.seq_len
+
+    def gap(self, gap_ms: float, weight: int) -> None:
+        self.gap_ms.append(gap_ms)
+        self.gap_weight.append(weight)
+        self.emitted_tokens += weight
+
+    def gaps(self, gaps_ms: np.ndarray, weight: int) -> None:
+        """The same ``weight`` decoders' gaps over several consecutive passes."""
+        self.gap_chunks.append(gaps_ms)
+        self.chunk_weights.append(weight)
+        self.emitted_tokens += weight * len(gaps_ms)
+
+    def all_gaps(self) -> tuple[np.ndarray, np.ndarray]:
+        """(gap values, weights) of every recorded token gap."""
+        values = [np.frombuffer(self.gap_ms, dtype=np.float64), *self.gap_chunks]
+        weights = [np.frombuffer(self.gap_weight, dtype=np.int64)]
+        weights += [
+            np.full(len(c), w, dtype=np.int64)
+            for c, w in zip(self.gap_chunks, self.chunk_weights, strict=True)
+        ]
+        return np.concatenate(values), np.concatenate(weights)
+
+    def finish(self, r: Request) -> None:
+        self.finished.append(r)
+
+    def reject(self, r: Request) -> None:
+        r.rejected = True
+        self.rejected.append(r)

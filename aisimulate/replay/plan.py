@@ -1,0 +1,81 @@
+"""What to simulate: a deployment plan (engines, router) and an SLA, as validated plain data.
+
+Plans are pydantic models: frozen, picklable and JSON-serialisable, so a search can ship them to
+another process or machine unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Backend = Literal["vllm", "sglang", "trtllm"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SglangOptions(_Frozen):
+    schedule_policy: Literal["fifo", "lpm"] = "fifo"
+    max_prefill_tokens: int = Field(default=16384, ge=1)
+    chunked_prefill_size: int = Field(default=8192, ge=1)
+    clip_max_new_tokens: int = Field(default=4096, ge=1)
+    schedule_conservativeness: float = Field(default=1.0, gt=0)
+
+
+class EngineSpec(_Frozen):
+    """One role's workers: parallel shape, replica count and scheduler limits (per DP rank)."""
+
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    attention_dp: int = Field(default=1, ge=1)
+    moe_tp: int | None = Field(default=None, ge=1)
+    moe_ep: int | None = Field(default=None, ge=1)
+    replicas: int = Field(default=1, ge=1)
+    max_num_batched_tokens: int = Field(default=8192, ge=1)
+    max_num_seqs: int = Field(default=256, ge=1)
+    block_size: int = Field(default=64, ge=1)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    num_gpu_blocks: int | None = Field(default=None, ge=1, description="pin the KV pool per DP rank")
+    max_model_len: int | None = Field(default=None, ge=1)
+    kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8", "fp4"] = "auto"
+    preemption_mode: Literal["lifo", "fifo"] = "lifo"
+    startup_time: float | None = Field(default=None, ge=0, description="seconds before a new worker serves")
+    sglang: SglangOptions = SglangOptions()
+
+    @property
+    def gpus_per_worker(self) -> int:
+        return self.tp * self.pp * self.attention_dp
+
+
+class RouterSpec(_Frozen):
+    mode: Literal["round_robin", "random", "least_loaded"] = "round_robin"
+
+
+class DeploymentPlan(_Frozen):
+    """An aggregated deployment: ``agg.replicas`` identical workers behind one router."""
+
+    mode: Literal["agg"] = "agg"
+    backend: Backend = "vllm"
+    model: str
+    system: str
+    agg: EngineSpec = EngineSpec()
+    router: RouterSpec = RouterSpec()
+
+
+class SLA(_Frozen):
+    """Per-request targets; a request meets the SLA when it meets every target given."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    itl_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _something(self) -> SLA:
+        if self.ttft_ms is None and self.itl_ms is None and self.e2e_ms is None:
+            raise ValueError("an SLA needs at least one of ttft_ms, itl_ms, e2e_ms")
+        return self

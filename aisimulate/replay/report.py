@@ -1,0 +1,169 @@
+"""The replay's answer: a flat summary (the reference replay's key names), plus opt-in
+per-request records and a timeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aisimulate.replay.metrics import Collector, add_family, distribution
+from aisimulate.replay.plan import SLA
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    summary: dict[str, Any]
+    perf_model: str
+    requests: list[dict[str, Any]] | None = None
+    timeline: list[dict[str, Any]] | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"summary": self.summary, "perf_model": self.perf_model, "config": self.config}
+        if self.requests is not None:
+            out["requests"] = self.requests
+        if self.timeline is not None:
+            out["timeline"] = self.timeline
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fleet:
+    """What was provisioned, for cost accounting."""
+
+    prefill_workers: int
+    decode_workers: int  # aggregated workers count as decode, as in the reference
+    prefill_gpus_per_worker: int
+    decode_gpus_per_worker: int
+
+
+def summarize(
+    collector: Collector,
+    *,
+    num_requests: int,
+    fleet: Fleet,
+    sla: SLA | None,
+    perf_model: str,
+    preemptions: int,
+    max_kv_usage_ratio: float,
+    wall_time_ms: float,
+) -> dict[str, Any]:
+    done = collector.finished
+    n = len(done)
+    arrival = np.array([r.arrival_ms for r in done])
+    first = np.array([r.first_token_ms for r in done])
+    last = np.array([r.last_token_ms for r in done])
+    out_len = np.array([r.generated for r in done], dtype=np.int64)
+    in_len = np.array([r.prompt_len for r in done], dtype=np.int64)
+    duration = float(last.max()) if n else 0.0
+    seconds = duration / 1000.0
+    summary: dict[str, Any] = {
+        "num_requests": num_requests,
+        "completed_requests": n,
+        "rejected_requests": len(collector.rejected),
+        "total_input_tokens": int(in_len.sum()),
+        "total_output_tokens": int(out_len.sum()),
+        "committed_prefill_tokens": collector.committed_prefill_tokens,
+        "duration_ms": duration,
+    }
+    rate = (lambda x: x / seconds) if seconds > 0 else (lambda x: 0.0)
+    summary["request_throughput_rps"] = rate(n)
+    summary["input_throughput_tok_s"] = rate(int(in_len.sum()))
+    summary["output_throughput_tok_s"] = rate(int(out_len.sum()))
+    summary["total_throughput_tok_s"] = rate(int(in_len.sum() + out_len.sum()))
+
+    ttft = first - arrival
+    e2e = last - arrival
+    multi = out_len > 1
+    tpot = (last[multi] - first[multi]) / (out_len[multi] - 1)
+    ttst = np.array([r.second_token_ms - r.first_token_ms for r in done if r.second_token_ms is not None])
+    gaps, weights = collector.all_gaps()
+    add_family(summary, "ttft", distribution(ttft))
+    add_family(summary, "ttst", distribution(ttst))
+    add_family(summary, "tpot", distribution(tpot))
+    add_family(summary, "itl", distribution(gaps, weights))
+    add_family(summary, "e2e_latency", distribution(e2e))
+    positive = gaps > 0
+    add_family(
+        summary,
+        "output_token_throughput_per_user",
+        distribution(1000.0 / gaps[positive], weights[positive]),
+        "",
+    )
+    summary["num_ttft_samples"] = n
+    summary["num_tpot_samples"] = int(tpot.size)
+    summary["num_e2e_latency_samples"] = n
+    summary["num_itl_samples"] = int(weights.sum())
+
+    if sla is not None:
+        ok = np.ones(n, dtype=bool)
+        if sla.ttft_ms is not None:
+            ok &= ttft <= sla.ttft_ms
+        if sla.e2e_ms is not None:
+            ok &= e2e <= sla.e2e_ms
+        if sla.itl_ms is not None:
+            mean_itl = np.where(multi, (e2e - ttft) / np.maximum(out_len - 1, 1), 0.0)
+            ok &= ~multi | (mean_itl <= sla.itl_ms)
+        summary["goodput_completed_requests"] = int(ok.sum())
+        summary["goodput_request_throughput_rps"] = rate(int(ok.sum()))
+        summary["goodput_output_throughput_tok_s"] = rate(int(out_len[ok].sum()))
+
+    prefill_s = fleet.prefill_workers * seconds
+    decode_s = fleet.decode_workers * seconds
+    gpu_hours = (prefill_s * fleet.prefill_gpus_per_worker + decode_s * fleet.decode_gpus_per_worker) / 3600.0
+    summary.update(
+        prefill_worker_seconds=prefill_s,
+        decode_worker_seconds=decode_s,
+        prefill_gpus_per_worker=fleet.prefill_gpus_per_worker,
+        decode_gpus_per_worker=fleet.decode_gpus_per_worker,
+        gpu_hours=gpu_hours,
+        avg_gpu=gpu_hours * 3600.0 / seconds if seconds > 0 else 0.0,
+    )
+    total_in = int(in_len.sum())
+    summary["prefix_cache_reused_ratio"] = (
+        sum(r.max_reused_tokens for r in done) / total_in if total_in else 0.0
+    )
+    summary["first_admission_prefix_cache_reused_ratio"] = (
+        sum(r.first_reused_tokens for r in done) / total_in if total_in else 0.0
+    )
+    summary["preemptions"] = preemptions
+    summary["max_kv_usage_ratio"] = max_kv_usage_ratio
+    summary["perf_model"] = perf_model
+    summary["wall_time_ms"] = wall_time_ms
+    return summary
+
+
+def request_records(collector: Collector) -> list[dict[str, Any]]:
+    rows = []
+    for r in sorted(collector.finished + collector.rejected, key=lambda r: r.rid):
+        done = not r.rejected
+        row: dict[str, Any] = {
+            "request_id": r.rid,
+            "session_id": r.spec.session_id,
+            "turn_index": r.spec.turn,
+            "status": "completed" if done else "rejected",
+            "arrival_time_ms": r.arrival_ms,
+            "first_admit_ms": r.first_admit_ms,
+            "first_token_ms": r.first_token_ms,
+            "last_token_ms": r.last_token_ms,
+            "input_length": r.prompt_len,
+            "requested_output_length": r.spec.output_tokens,
+            "output_length": r.generated,
+            "reused_input_tokens": r.max_reused_tokens,
+            "worker_idx": r.worker,
+            "dp_rank": r.rank,
+            "preemptions": r.preemptions,
+        }
+        if done:
+            ttft = r.first_token_ms - r.arrival_ms
+            e2e = r.last_token_ms - r.arrival_ms
+            row.update(
+                ttft_ms=ttft,
+                ttst_ms=None if r.second_token_ms is None else r.second_token_ms - r.first_token_ms,
+                e2e_latency_ms=e2e,
+                itl_ms=(e2e - ttft) / (r.generated - 1) if r.generated > 1 else None,
+            )
+        rows.append(row)
+    return rows

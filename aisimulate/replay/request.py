@@ -1,0 +1,70 @@
+"""Mutable per-request state inside a replay, owned by the rank that holds the request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aisimulate.replay.kv_cache import unit_keys
+from aisimulate.workload.request import RequestSpec
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    spec: RequestSpec
+    arrival_ms: float
+    prompt_len: int
+    max_output: int
+    block_size: int
+    # Names of the prompt's shareable full units; later blocks are this request's own.
+    prompt_keys: list[int] = field(default_factory=list)
+
+    num_computed: int = 0  # tokens whose KV is computed
+    generated: int = 0  # tokens emitted
+    n_keyed: int = 0  # leading blocks held by name (whole units)
+    n_blocks: int = 0  # all blocks held (named + anonymous), outside the fast decode phase
+    run_start: int = 0  # where the blocks it left behind when last preempted begin
+    admit_seq: int = -1  # running order
+    scheduled_take: int = 0  # tokens scheduled in the current pass
+
+    # Fast decode phase: at the start of rank pass p >= dec_pass0 the request has computed
+    # dec_nc0 + (p - dec_pass0) tokens and emitted dec_gen0 + (p - dec_pass0).
+    dec_pass0: int = -1
+    dec_nc0: int = 0
+    dec_gen0: int = 0
+    finish_pass: int = -1
+
+    final_blocks: int = 0  # TRT-LLM: blocks reserved to completion
+
+    # metrics
+    worker: int = -1
+    rank: int = -1
+    first_admit_ms: float | None = None
+    first_reused_tokens: int = 0
+    max_reused_tokens: int = 0
+    first_token_ms: float | None = None
+    second_token_ms: float | None = None
+    last_token_ms: float | None = None
+    finish_ms: float | None = None
+    preemptions: int = 0
+    rejected: bool = False
+
+    @classmethod
+    def from_spec(
+        cls, spec: RequestSpec, arrival_ms: float, block_size: int, *, max_model_len: int | None
+    ) -> Request:
+        max_output = spec.output_tokens
+        if max_model_len is not None:
+            max_output = max(min(max_output, max_model_len - spec.input_tokens), 1)
+        shareable = spec.input_tokens
+        if spec.num_shareable_hash_ids is not None:
+            shareable = min(shareable, spec.num_shareable_hash_ids * spec.hash_block_tokens)
+        keys = unit_keys(spec.hash_ids, spec.hash_block_tokens, block_size, shareable) if shareable else []
+        return cls(spec, arrival_ms, spec.input_tokens, max_output, block_size, keys)
+
+    @property
+    def rid(self) -> int:
+        return self.spec.request_id
+
+    @property
+    def seq_len(self) -> int:
+        return self.prompt_len + self.generated

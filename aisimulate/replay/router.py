@@ -1,0 +1,54 @@
+"""Routing an arriving request to a scheduler rank. A router returns a decision; the loop applies it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from aisimulate.replay.engine import Rank
+from aisimulate.replay.plan import RouterSpec
+from aisimulate.replay.request import Request
+
+
+class Router(Protocol):
+    def route(self, request: Request, ranks: Sequence[Rank]) -> int:
+        """Index into ``ranks`` of the rank that gets ``request``."""
+        ...
+
+
+class RoundRobin:
+    def __init__(self) -> None:
+        self._next = 0
+
+    def route(self, request: Request, ranks: Sequence[Rank]) -> int:
+        choice = self._next % len(ranks)
+        self._next = choice + 1
+        return choice
+
+
+class RandomRouter:
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+
+    def route(self, request: Request, ranks: Sequence[Rank]) -> int:
+        return int(self._rng.integers(len(ranks)))
+
+
+class LeastLoaded:
+    """Fewest active KV blocks, then fewest running and waiting requests, then lowest index."""
+
+    def route(self, request: Request, ranks: Sequence[Rank]) -> int:
+        return min(
+            range(len(ranks)),
+            key=lambda i: (ranks[i].active_blocks, ranks[i].num_running + len(ranks[i].waiting), i),
+        )
+
+
+def make_router(spec: RouterSpec, rng: np.random.Generator) -> Router:
+    if spec.mode == "random":
+        return RandomRouter(rng)
+    if spec.mode == "least_loaded":
+        return LeastLoaded()
+    return RoundRobin()

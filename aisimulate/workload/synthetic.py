@@ -1,0 +1,131 @@
+"""Seeded synthetic traffic, as the reference replay's generator makes it.
+
+Sessions arrive at constant gaps (``1000 / request_rate`` ms, the reference's default), Poisson
+gaps, a fixed ``arrival_interval_ms``, or in a closed loop of ``concurrency`` requests in flight.
+``num_requests`` counts sessions; each has ``turns_per_session`` turns. With
+``num_prefix_groups > 0`` each session joins a seeded random group whose first
+``round(blocks * shared_prefix_ratio)`` KV blocks every turn shares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from aisimulate.rounding import round_half_away
+from aisimulate.workload.lengths import Length, mean_length, sample_lengths
+from aisimulate.workload.request import RequestSpec, Session
+
+UNIQUE_ID_BASE = 1 << 48  # unique block ids live far from group ids
+# Integers only: tuples of ints hash identically in every process (strings do not).
+PREFIX_GROUP_TAG = 0x9E3779B97F4A7C15
+
+
+class SyntheticWorkload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    isl: Length
+    osl: Length
+    num_requests: int = Field(ge=1, description="sessions; total requests = num_requests * turns_per_session")
+    request_rate: float | None = Field(default=None, gt=0)
+    arrival: Literal["constant", "poisson"] = "constant"
+    arrival_interval_ms: float | None = Field(default=None, ge=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    turns_per_session: int = Field(default=1, ge=1)
+    inter_turn_delay_ms: float = Field(default=0.0, ge=0)
+    shared_prefix_ratio: float = Field(default=0.0, ge=0, le=1)
+    num_prefix_groups: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_arrival_mode(self) -> SyntheticWorkload:
+        given = [
+            k for k in ("request_rate", "arrival_interval_ms", "concurrency") if getattr(self, k) is not None
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                "exactly one of request_rate, arrival_interval_ms, concurrency must be set, "
+                f"but got {given or 'none'}"
+            )
+        for name in ("isl", "osl"):
+            value = getattr(self, name)
+            if isinstance(value, int) and value < 1:
+                raise ValueError(f"`{name} >= 1` must hold, but got {name}={value}")
+        return self
+
+    @property
+    def mode(self) -> Literal["open", "closed"]:
+        return "closed" if self.concurrency is not None else "open"
+
+    @property
+    def num_total_requests(self) -> int:
+        return self.num_requests * self.turns_per_session
+
+    @property
+    def mean_isl(self) -> float:
+        return mean_length(self.isl)
+
+    @property
+    def mean_osl(self) -> float:
+        return mean_length(self.osl)
+
+    def hash_block_tokens(self, block_size: int) -> int:
+        """Tokens per hash id: synthetic prompts are named per engine block."""
+        return block_size
+
+    def _arrivals(self, rng: np.random.Generator) -> np.ndarray | None:
+        n = self.num_requests
+        if self.concurrency is not None:
+            return None
+        if self.arrival_interval_ms is not None:
+            return np.arange(n) * float(self.arrival_interval_ms)
+        gap = 1000.0 / float(self.request_rate)  # type: ignore[arg-type]
+        if self.arrival == "constant":
+            return np.arange(n) * gap
+        gaps = rng.exponential(gap, n)
+        gaps[0] = 0.0
+        return np.cumsum(gaps)
+
+    def sessions(self, block_size: int, seed: int = 0) -> Iterator[Session]:
+        """Sessions in arrival order; hash ids are per ``block_size`` tokens (the engine's)."""
+        rng = np.random.default_rng([seed, 0x5157])
+        arrivals = self._arrivals(rng)
+        starts = arrivals.tolist() if arrivals is not None else None
+        total = self.num_total_requests
+        isl = sample_lengths(self.isl, rng, total).tolist()
+        osl = sample_lengths(self.osl, rng, total).tolist()
+        grouped = self.num_prefix_groups > 0 and self.shared_prefix_ratio > 0
+        groups = rng.integers(0, self.num_prefix_groups, self.num_requests).tolist() if grouped else None
+        ratio, delay, turns_per = self.shared_prefix_ratio, self.inter_turn_delay_ms, self.turns_per_session
+        next_unique = UNIQUE_ID_BASE
+        rid = 0
+        for s in range(self.num_requests):
+            turns = []
+            for t in range(turns_per):
+                n_in = isl[rid]
+                blocks = -(-n_in // block_size)
+                shared = round_half_away(blocks * ratio) if groups is not None else 0
+                unique = range(next_unique, next_unique + blocks - shared)
+                next_unique += blocks - shared
+                if shared:
+                    ids = (*(hash((PREFIX_GROUP_TAG, groups[s], i)) for i in range(shared)), *unique)
+                else:
+                    ids = tuple(unique)
+                turns.append(
+                    RequestSpec(
+                        request_id=rid,
+                        session_id=s,
+                        turn=t,
+                        input_tokens=n_in,
+                        output_tokens=osl[rid],
+                        hash_ids=ids,
+                        hash_block_tokens=block_size,
+                        arrival_ms=None if starts is None or t else starts[s],
+                        delay_ms=delay if t else 0.0,
+                        num_shareable_hash_ids=shared,
+                    )
+                )
+                rid += 1
+            yield Session(session_id=s, turns=tuple(turns))

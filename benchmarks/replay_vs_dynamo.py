@@ -1,0 +1,160 @@
+"""Our replay against Dynamo 1.6.1's, side by side: speed and agreement of the headline metrics.
+
+    python benchmarks/replay_vs_dynamo.py --dynamo-python /path/to/venv/bin/python [--quick]
+        [--trace PATH]
+
+Dynamo must live in a separate environment (it ships a top-level ``aisimulate`` of its own):
+``python -m venv dyn && dyn/bin/pip install --no-deps ai-dynamo-runtime==1.6.1 ai-dynamo==1.6.1
+typing_extensions``. This script installs nothing. Without ``--dynamo-python`` it times ours only.
+
+Rungs: synthetic closed loop, isl = osl = 1024, requests = 10 x concurrency, concurrency
+64/256/1024/4096 on 1 and 8 round-robin workers, polynomial timing, 16384 blocks x 64 tokens,
+max_num_seqs 256, max_num_batched_tokens 8192. Each side's time is the median of 3 in-process
+replay calls (ours: ``wall_time_ms``; Dynamo: the replay call). ``--trace`` adds an open-loop
+replay of a mooncake trace on 8 Llama-3.1-8B workers (h200_sxm), with our peak memory.
+Targets: ours >= 10x faster (median over rungs), >= 3x on every rung, metrics within 2%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+import tracemalloc
+from pathlib import Path
+
+from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
+from aisimulate.workload import SyntheticWorkload, TraceWorkload
+
+METRICS = ("output_throughput_tok_s", "mean_ttft_ms", "mean_itl_ms", "mean_e2e_latency_ms", "duration_ms")
+ENGINE = {"num_gpu_blocks": 16384, "block_size": 64, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
+REPEATS = 3
+
+DYNAMO_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    os.environ.setdefault("DYN_LOG", "warn")
+    from dynamo.replay.api import run_synthetic_trace_replay, run_trace_replay
+    job = json.loads(sys.argv[1])
+    engine = {"engine": job["engine"]}
+    times, summary = [], None
+    for _ in range(job["repeats"]):
+        start = time.perf_counter()
+        if job.get("trace"):
+            rep = run_trace_replay([job["trace"]], extra_engine_args=engine, num_workers=job["workers"],
+                                   trace_block_size=512)
+        else:
+            rep = run_synthetic_trace_replay(job["isl"], job["osl"], job["requests"],
+                                             replay_concurrency=job["concurrency"], extra_engine_args=engine,
+                                             num_workers=job["workers"])
+        times.append(time.perf_counter() - start)
+        summary = rep.summary
+    print(json.dumps({"times": times, "summary": {k: summary[k] for k in job["metrics"]}}))
+    """
+)
+
+
+def run_dynamo(python: str, job: dict) -> dict:
+    job = {**job, "metrics": list(METRICS), "repeats": REPEATS}
+    env = {**os.environ, "DYN_LOG": "warn"}
+    proc = subprocess.run(
+        [python, "-c", DYNAMO_SCRIPT, json.dumps(job)], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_ours(plan: DeploymentPlan, workload) -> tuple[float, dict]:
+    times, summary = [], {}
+    for _ in range(REPEATS):
+        report = simulate(plan, workload, perf="polynomial")
+        times.append(report.summary["wall_time_ms"] / 1000.0)
+        summary = report.summary
+    return statistics.median(times), summary
+
+
+def rel(a: float, b: float) -> float:
+    return (a - b) / b if b else 0.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dynamo-python", default=None)
+    parser.add_argument("--quick", action="store_true", help="concurrency 64 and 256 only")
+    parser.add_argument("--trace", default=None, help="mooncake JSONL for the open-loop trace rung")
+    args = parser.parse_args()
+    concurrencies = (64, 256) if args.quick else (64, 256, 1024, 4096)
+    rows = []
+    for workers in (1, 8):
+        for conc in concurrencies:
+            plan = DeploymentPlan(
+                model="meta-llama/Llama-3.1-8B", system="h200_sxm", agg=EngineSpec(replicas=workers, **ENGINE)
+            )
+            workload = SyntheticWorkload(isl=1024, osl=1024, num_requests=10 * conc, concurrency=conc)
+            ours_s, ours = run_ours(plan, workload)
+            row = {"workers": workers, "concurrency": conc, "ours_s": round(ours_s, 4)}
+            if args.dynamo_python:
+                job = {
+                    "isl": 1024,
+                    "osl": 1024,
+                    "requests": 10 * conc,
+                    "concurrency": conc,
+                    "workers": workers,
+                    "engine": ENGINE,
+                }
+                theirs = run_dynamo(args.dynamo_python, job)
+                theirs_s = statistics.median(theirs["times"])
+                row.update(dynamo_s=round(theirs_s, 4), speedup=round(theirs_s / ours_s, 2))
+                row.update({f"diff_{m}": round(rel(ours[m], theirs["summary"][m]), 5) for m in METRICS})
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    summary: dict = {"benchmark": "replay_vs_dynamo", "rungs": len(rows)}
+    if args.dynamo_python:
+        speedups = [r["speedup"] for r in rows]
+        worst = max(abs(r[f"diff_{m}"]) for r in rows for m in METRICS)
+        summary.update(
+            median_speedup=statistics.median(speedups),
+            min_speedup=min(speedups),
+            max_abs_metric_diff=worst,
+            within_target=statistics.median(speedups) >= 10 and min(speedups) >= 3 and worst <= 0.02,
+        )
+    if args.trace:
+        summary["trace"] = trace_rung(args.trace, args.dynamo_python)
+    print(json.dumps(summary))
+    return 0
+
+
+def trace_rung(path: str, dynamo_python: str | None) -> dict:
+    plan = DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B", system="h200_sxm", agg=EngineSpec(replicas=8, **ENGINE)
+    )
+    workload = TraceWorkload(trace_path=Path(path), trace_block_size=512)
+    tracemalloc.start()
+    start = time.perf_counter()
+    report = simulate(plan, workload, perf="polynomial")
+    elapsed = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    ours_s, ours = run_ours(plan, workload)
+    out = {
+        "ours_s": round(ours_s, 3),
+        "ours_total_s_with_tracing": round(elapsed, 3),
+        "ours_peak_python_mib": round(peak / 2**20, 1),
+        "completed": report.summary["completed_requests"],
+    }
+    if dynamo_python:
+        theirs = run_dynamo(
+            dynamo_python, {"trace": str(Path(path).resolve()), "workers": 8, "engine": ENGINE}
+        )
+        theirs_s = statistics.median(theirs["times"])
+        out.update(dynamo_s=round(theirs_s, 3), speedup=round(theirs_s / ours_s, 2))
+        out.update({f"diff_{m}": round(rel(ours[m], theirs["summary"][m]), 5) for m in METRICS})
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
