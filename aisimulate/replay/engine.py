@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Protocol
 
 import numpy as np
 
@@ -32,67 +31,10 @@ from aisimulate.replay.kv_cache import BlockPool, own_run_key
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.plan import EngineSpec
 from aisimulate.replay.request import Request
+from aisimulate.replay.scheduler import POLICIES, AdmissionPolicy, ceil_div
 
 # Shorter decode-only runs are cheaper pass by pass than as one vectorised stretch.
 MIN_STRETCH_PASSES = 6
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-class AdmissionPolicy(Protocol):
-    name: str
-    may_preempt: bool
-
-    def on_enqueue(self, rank: Rank, r: Request) -> bool:
-        """Prepare a request for this rank; False rejects it (it can never run here)."""
-        ...
-
-    def admissible(self, rank: Rank, r: Request, hot_blocks: int) -> bool:
-        """Whether the waiting head fits, given its blocks already active in the pool."""
-        ...
-
-
-class VllmPolicy:
-    """vLLM v1: admit when the whole sequence fits next to the active blocks; preempt on need."""
-
-    name = "vllm"
-    may_preempt = True
-
-    def on_enqueue(self, rank: Rank, r: Request) -> bool:
-        spec = rank.spec
-        if spec.max_model_len is not None and r.prompt_len >= spec.max_model_len:
-            return False
-        # A request that could not finish even alone would be preempted forever.
-        return ceil_div(r.prompt_len + r.max_output - 1, rank.block_size) <= rank.pool.num_blocks
-
-    def admissible(self, rank: Rank, r: Request, hot_blocks: int) -> bool:
-        needed = ceil_div(r.seq_len, rank.block_size) - hot_blocks
-        return needed <= rank.pool.num_blocks - rank.pool.num_active
-
-
-class TrtllmPolicy:
-    """TRT-LLM GUARANTEED_NO_EVICT: reserve every block a request will need to completion."""
-
-    name = "trtllm"
-    may_preempt = False
-
-    def on_enqueue(self, rank: Rank, r: Request) -> bool:
-        capacity = rank.pool.num_blocks * rank.block_size
-        if r.prompt_len >= capacity:
-            return False
-        r.max_output = min(r.max_output, capacity - r.prompt_len)
-        r.final_blocks = ceil_div(r.prompt_len + r.max_output, rank.block_size)
-        return True
-
-    def admissible(self, rank: Rank, r: Request, hot_blocks: int) -> bool:
-        needed = r.final_blocks - hot_blocks
-        available = rank.pool.num_blocks - rank.pool.num_active - rank.reserved_blocks
-        return needed <= available
-
-
-POLICIES: dict[str, type] = {"vllm": VllmPolicy, "trtllm": TrtllmPolicy}
 
 
 class Rank:
@@ -135,12 +77,17 @@ class Rank:
         self.finish_at: dict[int, list[Request]] = {}
         self._finish_heap: list[int] = []
         self.dec_ctx = 0  # sum over decoders of computed tokens at the start of the pass
-        self.reserved_blocks = 0  # TRT-LLM: blocks promised to running requests, not yet held
+        # Blocks promised to running requests to completion but not yet held (read only by
+        # TRT-LLM's policy; other policies promise nothing, so it merely counts down there).
+        self.reserved_blocks = 0
         self.num_preemptions = 0
         self.max_active_blocks = 0
         self._completing: list[Request] = []
         self._preempted_this_pass = False
         self._now = 0.0
+        # Decoders that have not yet had a decode pass: their previous token came out at a
+        # time of their own (always the previous pass end under vLLM, an extend pass in SGLang).
+        self._fresh: list[Request] = []
 
     # ---- queries -------------------------------------------------------------------------
     @property
@@ -168,6 +115,7 @@ class Rank:
         self.decoders[r.admit_seq] = r
         if self.exact:
             return
+        self._fresh.append(r)
         r.dec_pass0, r.dec_nc0, r.dec_gen0 = next_pass, r.num_computed, r.generated
         self.residue[(next_pass - r.num_computed) % self.block_size] += 1
         r.finish_pass = next_pass + (r.max_output - r.generated) - 1
@@ -195,6 +143,8 @@ class Rank:
         del self.decoders[r.admit_seq]
         if self.exact:
             return
+        if r in self._fresh:
+            self._fresh.remove(r)
         self._materialize(r, p)
         self.residue[(r.dec_pass0 - r.dec_nc0) % self.block_size] -= 1
         bucket = self.finish_at[r.finish_pass]
@@ -216,8 +166,7 @@ class Rank:
             anon_partial=r.n_blocks - full,
             run_key=run_key,
         )
-        if self.policy.name == "trtllm":
-            self.reserved_blocks -= r.final_blocks - r.n_blocks
+        self.reserved_blocks -= r.final_blocks - r.n_blocks
         r.n_keyed = r.n_blocks = 0
 
     def _growth(self, r: Request, new_computed: int) -> tuple[list[int], int, int, int]:
@@ -252,8 +201,7 @@ class Rank:
             r.n_keyed += len(names) * self.unit
         pool.allocate_anon(new_anon)
         total = ceil_div(new_computed, self.block_size)
-        if self.policy.name == "trtllm":
-            self.reserved_blocks -= total - r.n_blocks
+        self.reserved_blocks -= total - r.n_blocks
         r.n_blocks = total
 
     def _newest_running(self) -> Request | None:
@@ -373,8 +321,7 @@ class Rank:
                 need -= 1
         if need:
             self.pool.allocate_anon(need)
-            if self.policy.name == "trtllm":
-                self.reserved_blocks -= need
+            self.reserved_blocks -= need
         d = len(self.decoders)
         # Each decoder attends to its computed tokens plus the one it computes now.
         return budget - d, d, self.dec_ctx + d
@@ -391,8 +338,7 @@ class Rank:
                 if not self._make_room(1, p, r):
                     continue
                 self.pool.allocate_anon(1)
-                if self.policy.name == "trtllm":
-                    self.reserved_blocks -= 1
+                self.reserved_blocks -= 1
                 r.n_blocks += 1
             r.num_computed += 1
             r.scheduled_take = 1
@@ -403,7 +349,7 @@ class Rank:
 
     def _admit(self, budget: int, p: int) -> tuple[int, list[tuple[int, int, Request]]]:
         admitted: list[tuple[int, int, Request]] = []
-        bs, pool, spec = self.block_size, self.pool, self.spec
+        bs, spec = self.block_size, self.spec
         while self.num_running < spec.max_num_seqs and self.waiting and budget > 0:
             r = self.waiting[0]
             seq_len = r.seq_len
@@ -418,17 +364,9 @@ class Rank:
             self.waiting.popleft()
             r.admit_seq = self._admissions
             self._admissions += 1
-            if self.policy.name == "trtllm":
-                self.reserved_blocks += r.final_blocks
+            self.reserved_blocks += r.final_blocks
             if cached:
-                pool.acquire(r.prompt_keys[:matched])
-                if run:
-                    pool.take_run(own_run_key(r.rid, r.preemptions - 1), run)
-                r.n_keyed = matched * self.unit
-                r.n_blocks = r.n_keyed + run
-                r.num_computed = cached
-                if self.policy.name == "trtllm":
-                    self.reserved_blocks -= r.n_blocks
+                self._hold_hit(r, matched, run, cached)
             self._grow(r, cached + take)
             r.num_computed = cached + take
             self.prefilling.append(r)
@@ -436,6 +374,16 @@ class Rank:
             self.collector.admission(r, cached, self._now)
             admitted.append((take, cached, r))
         return budget, admitted
+
+    def _hold_hit(self, r: Request, matched: int, run: int, cached: int) -> None:
+        """Hold an admitted request's cache hit: its matched units and its own run."""
+        self.pool.acquire(r.prompt_keys[:matched])
+        if run:
+            self.pool.take_run(own_run_key(r.rid, r.preemptions - 1), run)
+        r.n_keyed = matched * self.unit
+        r.n_blocks = r.n_keyed + run
+        r.num_computed = cached
+        self.reserved_blocks -= r.n_blocks
 
     def end_pass(self, end_ms: float) -> list[Request]:
         """Stamp the pass's tokens at ``end_ms``; return the requests that finished."""
@@ -460,11 +408,21 @@ class Rank:
         else:
             d = len(self.decoders)
             if d:
-                collector.gap(end_ms - self.pass_end_ms[p - 1], d)
+                self._decoder_gaps(end_ms, d)
                 self.dec_ctx += d
             self._finish_decoders(p, finished)
         self._finish_prefills(p, end_ms, finished)
         return self._retire(finished, end_ms)
+
+    def _decoder_gaps(self, end_ms: float, d: int) -> None:
+        """Token gaps of the d decoders emitting at ``end_ms`` (the pass index already moved on)."""
+        fresh = self._fresh
+        for r in fresh:
+            self.collector.gap(end_ms - r.last_token_ms, 1)
+        rest = d - len(fresh)
+        if rest:
+            self.collector.gap(end_ms - self.pass_end_ms[-2], rest)
+        fresh.clear()
 
     def _finish_decoders(self, p: int, finished: list[Request]) -> None:
         """Fast path: decoders whose last token came out in pass p leave the aggregates."""
@@ -525,11 +483,14 @@ class Rank:
         r = self.waiting[0]
         return self.policy.admissible(self, r, self._prefix_hit(r)[1] * self.unit)
 
-    def plan_stretch(self, now_ms: float, horizon_ms: float = float("inf")) -> np.ndarray | None:
+    def plan_stretch(
+        self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")
+    ) -> np.ndarray | None:
         """End times of the identical decode-only passes from now up to (and including) the
         next completion, if at least ``MIN_STRETCH_PASSES`` of them need no preemption and
-        start before ``horizon_ms`` (the next arrival that could cut the run); None otherwise.
-        Nothing changes until :meth:`commit_stretch`."""
+        start before ``horizon_ms`` (the next arrival, which may cut the run); passes ending
+        after ``until_ms`` (a timeline sample) are left out. None when not worth it. Nothing
+        changes until :meth:`commit_stretch`."""
         if self.exact or self.prefilling or not self.decoders or self._head_could_start():
             return None
         heap = self._finish_heap
@@ -539,6 +500,7 @@ class Rank:
         passes = heap[0] - p + 1
         if passes < MIN_STRETCH_PASSES:
             return None
+        horizon_ms = min(horizon_ms, until_ms)
         if horizon_ms != float("inf"):
             d = len(self.decoders)
             ctx = self.dec_ctx + d
@@ -565,7 +527,10 @@ class Rank:
         )
         self._stretch_blocks = cumulative
         # Sequential sums from now, exactly as pass-by-pass stepping adds them.
-        return np.cumsum(np.concatenate(([now_ms], times)))[1:]
+        ends = np.cumsum(np.concatenate(([now_ms], times)))[1:]
+        if until_ms != float("inf"):
+            ends = ends[: max(int(np.searchsorted(ends, until_ms, side="right")), 1)]
+        return ends
 
     def commit_stretch(self, ends: np.ndarray) -> list[Request]:
         """Apply the first ``len(ends)`` passes of the planned stretch."""
@@ -573,16 +538,15 @@ class Rank:
         p, d = self.pass_idx, len(self.decoders)
         blocks = int(self._stretch_blocks[k - 1])
         self.pool.allocate_anon(blocks)
-        if self.policy.name == "trtllm":
-            self.reserved_blocks -= blocks
+        self.reserved_blocks -= blocks
         active = self.pool.num_active
         if active > self.max_active_blocks:
             self.max_active_blocks = active
-        gaps = ends.copy()
-        gaps[1:] -= ends[:-1]
-        gaps[0] -= self.pass_end_ms[p - 1]
-        self.collector.gaps(gaps, d)
-        self.pass_end_ms.extend(ends.tolist())
+        self.pass_end_ms.append(float(ends[0]))
+        self._decoder_gaps(float(ends[0]), d)
+        if k > 1:
+            self.collector.gaps(np.diff(ends), d)
+            self.pass_end_ms.extend(ends[1:].tolist())
         self.dec_ctx += d * k
         self.pass_idx += k
         finished: list[Request] = []

@@ -33,6 +33,7 @@ from aisimulate.replay.plan import SLA, DeploymentPlan, EngineSpec
 from aisimulate.replay.report import Fleet, Report, request_records, summarize
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import make_router
+from aisimulate.replay.sglang import SglangRank
 from aisimulate.workload.loader import Workload
 from aisimulate.workload.request import RequestSpec, Session
 
@@ -103,12 +104,12 @@ class Worker:
     def has_work(self) -> bool:
         return any(rank.has_work() for rank in self.ranks)
 
-    def begin(self, now_ms: float, horizon_ms: float = float("inf")) -> float:
+    def begin(self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")) -> float:
         """Start the next pass (or stretch) at ``now_ms``; return when it ends."""
         self.busy = True
         self.version += 1
         if self._stretches:
-            ends = self.ranks[0].plan_stretch(now_ms, horizon_ms)
+            ends = self.ranks[0].plan_stretch(now_ms, horizon_ms, until_ms)
             if ends is not None:
                 self._stretch = ends
                 return float(ends[-1])
@@ -164,7 +165,7 @@ class Simulation:
         self.workers = [
             Worker(
                 [
-                    Rank(
+                    (SglangRank if engine.backend == "sglang" else Rank)(
                         spec,
                         engine.backend,
                         engine.perf,
@@ -177,9 +178,8 @@ class Simulation:
                     )
                     for d in range(spec.attention_dp)
                 ],
-                stretches=not exact
-                and not capture_timeline
-                and plan.router.mode in ("round_robin", "random"),
+                # A load-aware router must see every pass's KV state, so it steps pass by pass.
+                stretches=not exact and plan.router.mode in ("round_robin", "random"),
             )
             for w in range(spec.replicas)
         ]
@@ -297,12 +297,14 @@ class Simulation:
             if self.timeline is not None:
                 self._sample(now)
             started_instant = False
-            horizon = float("inf")
+            horizon = until = float("inf")
+            if self.timeline is not None:
+                until = self._next_sample_ms
             if not self.closed and (upcoming := self._next_session()) is not None:
                 horizon = upcoming.arrival_ms
             for worker in self.workers:
                 if not worker.busy and worker.has_work():
-                    end = worker.begin(now, horizon)
+                    end = worker.begin(now, horizon, until)
                     if end <= now and not any(rank.num_running for rank in worker.ranks):
                         raise AssertionError("a worker with waiting requests could schedule nothing")
                     self._push(end, _PASS_END, (worker, worker.version))

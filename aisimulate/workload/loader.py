@@ -34,10 +34,17 @@ def load_workload(
         raise ConfigError(pydantic_message(err), where=where) from None
 
 
+_TAGS = ("int", "float", "str", "bool", "LengthDistribution")
+
+
 def pydantic_message(err: ValidationError, prefix: str = "") -> str:
-    """The first validation problem as ``field: message`` (one line)."""
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"])
+    """The most telling validation problem as ``field: message`` (one line). For a union (a
+    length that is a number or a distribution) the structured branch's problem wins."""
+    errors = err.errors()
+    first = next((e for e in errors if any("LengthDistribution" in str(p) for p in e["loc"])), errors[0])
+    loc = [str(p) for p in first["loc"] if str(p) not in _TAGS and not str(p).startswith("function-")]
+    loc = [p for p in loc if "LengthDistribution" not in p]
+    field = ".".join(loc)
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown key"

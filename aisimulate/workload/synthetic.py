@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from aisimulate.rounding import round_half_away
 from aisimulate.workload.lengths import Length, mean_length, sample_lengths
@@ -39,6 +39,13 @@ class SyntheticWorkload(BaseModel):
     shared_prefix_ratio: float = Field(default=0.0, ge=0, le=1)
     num_prefix_groups: int = Field(default=0, ge=0)
 
+    @field_validator("isl", "osl")
+    @classmethod
+    def _positive(cls, value: Length) -> Length:
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"must be >= 1, got {value}")
+        return value
+
     @model_validator(mode="after")
     def _one_arrival_mode(self) -> SyntheticWorkload:
         given = [
@@ -49,10 +56,6 @@ class SyntheticWorkload(BaseModel):
                 "exactly one of request_rate, arrival_interval_ms, concurrency must be set, "
                 f"but got {given or 'none'}"
             )
-        for name in ("isl", "osl"):
-            value = getattr(self, name)
-            if isinstance(value, int) and value < 1:
-                raise ValueError(f"`{name} >= 1` must hold, but got {name}={value}")
         return self
 
     @property

@@ -1,0 +1,5 @@
+import sys
+
+from aisimulate.replay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,208 @@
+"""SGLang's scheduler on the shared rank machinery.
+
+Each pass is either an *extend* pass or a *decode* pass, never mixed:
+
+* extend: waiting prompts (chunked ones first, then the queue in FIFO or longest-prefix order)
+  are packed while the token budgets allow — ``max_prefill_tokens``, ``chunked_prefill_size``, and
+  the free KV minus the output room promised to running requests, ``min(remaining output,
+  clip_max_new_tokens) x new_token_ratio``; prompts that complete emit their first token and the
+  running requests get no step;
+* decode: every running request emits one token; when the KV cannot hold one more token each,
+  the request with the fewest output tokens is retracted (recomputed later) and
+  ``new_token_ratio`` resets. After every pass the ratio decays linearly towards its floor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aisimulate.perf.model import equal_chunk_pairs
+from aisimulate.replay.engine import Rank
+from aisimulate.replay.request import Request
+from aisimulate.replay.scheduler import ceil_div
+
+LPM_MAX_WAITING = 128  # SGLang skips longest-prefix ordering for longer queues
+
+
+class SglangRank(Rank):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.exact = bool(kwargs.get("exact", False))  # decoding never competes for a token budget
+        opts = self.spec.sglang
+        self.ratio_init = 0.7 * opts.schedule_conservativeness
+        self.ratio_min = 0.14 * self.ratio_init
+        self.ratio_decay = (self.ratio_init - self.ratio_min) / 600
+        self.new_token_ratio = self.ratio_init
+        self._extending = False
+        # Fast path: sum over decoders of (max_output - dec_gen0 + dec_pass0), so that their
+        # remaining outputs sum to this minus decoders x pass index.
+        self._remaining_base = 0
+
+    # ---- bookkeeping hooks ---------------------------------------------------------------
+    def _start_decoding(self, r: Request, next_pass: int) -> None:
+        super()._start_decoding(r, next_pass)
+        if not self.exact:
+            self._remaining_base += r.max_output - r.dec_gen0 + r.dec_pass0
+
+    def _stop_decoding(self, r: Request, p: int) -> None:
+        if not self.exact:
+            self._remaining_base -= r.max_output - r.dec_gen0 + r.dec_pass0
+        super()._stop_decoding(r, p)
+
+    def _finish_decoders(self, p: int, finished: list[Request]) -> None:
+        for r in self.finish_at.get(p, ()):
+            self._remaining_base -= r.max_output - r.dec_gen0 + r.dec_pass0
+        super()._finish_decoders(p, finished)
+
+    def _generated(self, r: Request) -> int:
+        return r.generated if self.exact else r.dec_gen0 + self.pass_idx - r.dec_pass0
+
+    def _promised_output(self) -> float:
+        """Output room promised to running requests: sum of min(remaining, clip)."""
+        clip = self.spec.sglang.clip_max_new_tokens
+        if self.exact:
+            remaining = [r.max_output - r.generated for r in self.decoders.values()]
+            return float(sum(min(x, clip) for x in remaining))
+        total = self._remaining_base - len(self.decoders) * self.pass_idx
+        if total > clip:  # some request may exceed the clip: correct for those
+            total -= sum(max(0, r.max_output - self._generated(r) - clip) for r in self.decoders.values())
+        return float(total)
+
+    def _head_could_start(self) -> bool:
+        return bool(self.waiting)
+
+    # ---- the pass ------------------------------------------------------------------------
+    def begin_pass(self, now_ms: float) -> float:
+        self._now = now_ms
+        self._completing.clear()
+        batch = self._extend_batch()
+        self._extending = bool(batch)
+        if batch:
+            tokens = sum(take for take, _, _ in batch)
+            context = sum(done for _, done, _ in batch)
+            pairs = sum(take * (done + (take + 1) / 2) for take, done, _ in batch)
+            done_ctx = sum(r.num_computed for r in self._completing)
+            # The extend pass decodes only the prompts it completes (their first token).
+            return self.perf.time_ms(
+                tokens, len(batch), pairs or equal_chunk_pairs(tokens, len(batch), context), context,
+                len(self._completing), done_ctx, self.tokens_per_step,
+                min(done_ctx, self.capacity_tokens), self.capacity_tokens,
+            )  # fmt: skip
+        if not self.decoders:
+            return 0.0
+        p = self.pass_idx
+        self._retract_for(p)
+        if self.exact:
+            _, d, d_ctx = self._decode_exact(p, len(self.decoders))
+        else:
+            _, d, d_ctx = self._decode_fast(p, len(self.decoders))
+        active = self.pool.num_active
+        if active > self.max_active_blocks:
+            self.max_active_blocks = active
+        return self.perf.time_ms(
+            0,
+            0,
+            0.0,
+            0,
+            d,
+            d_ctx,
+            self.tokens_per_step,
+            min(d_ctx, self.capacity_tokens),
+            self.capacity_tokens,
+        )
+
+    def _decode_need(self, p: int) -> int:
+        if self.exact:
+            bs = self.block_size
+            return sum(1 for r in self.decoders.values() if r.num_computed % bs == 0)
+        return self.residue[p % self.block_size]
+
+    def _retract_for(self, p: int) -> None:
+        """Retract fewest-output requests until one more token each fits."""
+        while len(self.decoders) > 1 and self._decode_need(p) > self.pool.available():
+            victim = min(self.decoders.values(), key=lambda r: (self._generated(r), -r.admit_seq))
+            self._preempt(victim, p)
+            self.new_token_ratio = self.ratio_init
+
+    def _ordered_waiting(self) -> list[Request]:
+        waiting = list(self.waiting)
+        if self.spec.sglang.schedule_policy == "lpm" and len(waiting) <= LPM_MAX_WAITING:
+            waiting.sort(key=lambda r: -self._prefix_hit(r)[0])  # stable: FIFO among equals
+        return waiting
+
+    def _extend_batch(self) -> list[tuple[int, int, Request]]:
+        opts, bs, pool = self.spec.sglang, self.block_size, self.pool
+        if not self.prefilling and not self.waiting:
+            return []
+        slots = self.spec.max_num_seqs - len(self.decoders)
+        rem_total = pool.available() * bs - self._promised_output() * self.new_token_ratio
+        rem_input, rem_chunk = opts.max_prefill_tokens, opts.chunked_prefill_size
+        batch: list[tuple[int, int, Request]] = []
+        for r in [*self.prefilling, *self._ordered_waiting()]:
+            if len(batch) >= slots:
+                break
+            fresh = r not in self.prefilling
+            matched = run = 0
+            done = r.num_computed
+            if fresh:
+                matched, _, run = self._prefix_hit(r)
+                done = (matched * self.unit + run) * bs
+            extend = r.seq_len - done
+            chunk = extend if extend <= opts.chunked_prefill_size else (rem_chunk // bs) * bs
+            if chunk <= 0:
+                break
+            charged = ceil_div(chunk, bs) * bs
+            completes = done + chunk == r.seq_len
+            reserve = min(r.max_output - r.generated, opts.clip_max_new_tokens) if completes else 0
+            if charged + reserve >= rem_total or charged > rem_input or charged > rem_chunk:
+                break
+            cost = (
+                self._admit_cost(r, matched, run, done + chunk) if fresh else self._growth(r, done + chunk)[3]
+            )
+            if cost > pool.available():
+                self.new_token_ratio = self.ratio_init  # out of memory: stop and reset
+                break
+            if fresh:
+                self._take(r, matched, run, done)
+            self._grow(r, done + chunk)
+            r.num_computed = done + chunk
+            rem_total -= cost * bs + reserve
+            rem_input -= charged
+            rem_chunk -= charged
+            batch.append((chunk, done, r))
+            if r.num_computed == r.seq_len:
+                self._completing.append(r)
+            if rem_chunk <= 0:
+                break
+        return batch
+
+    def _admit_cost(self, r: Request, matched: int, run: int, new_computed: int) -> int:
+        """Available blocks admitting r with this hit and growing it to ``new_computed`` uses."""
+        hits = sum(1 for key in r.prompt_keys[:matched] if key not in self.pool.active)
+        total = ceil_div(new_computed, self.block_size)
+        return hits * self.unit + max(total - matched * self.unit, 0)
+
+    def _take(self, r: Request, matched: int, run: int, cached: int) -> None:
+        """Move r from the queue into the running prefills, holding its cache hit."""
+        self.waiting.remove(r)
+        r.admit_seq = self._admissions
+        self._admissions += 1
+        self.prefilling.append(r)
+        if cached:
+            self._hold_hit(r, matched, run, cached)
+        self.collector.admission(r, cached, self._now)
+
+    def end_pass(self, end_ms: float) -> list[Request]:
+        if self._extending:
+            finished: list[Request] = []
+            self._finish_prefills(self.pass_idx - 1, end_ms, finished)
+            done = self._retire(finished, end_ms)
+        else:
+            done = super().end_pass(end_ms)
+        self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay)
+        return done
+
+    def commit_stretch(self, ends: np.ndarray) -> list[Request]:
+        done = super().commit_stretch(ends)
+        self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay * len(ends))
+        return done

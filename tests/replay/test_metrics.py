@@ -1,0 +1,63 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aisimulate.replay.metrics import distribution, rank_of
+from aisimulate.replay.plan import SLA
+
+from .conftest import burst, run
+
+
+def test_nearest_rank_rounds_half_away_from_zero():
+    assert rank_of(5, 50) == 2
+    assert rank_of(4, 50) == 2  # 1.5 rounds up, unlike Python's round
+    assert rank_of(2, 50) == 1
+    assert rank_of(100, 99) == 98
+
+
+def test_distribution_of_a_small_sample():
+    stats = distribution(np.array([5.0, 1.0, 3.0, 2.0, 4.0]))
+    assert stats["mean"] == 3 and stats["min"] == 1 and stats["max"] == 5
+    assert stats["median"] == 3 and stats["p90"] == 5 and stats["p75"] == 4
+    assert stats["std"] == pytest.approx(np.sqrt(2))
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e4, allow_nan=False), st.integers(1, 5)), min_size=1, max_size=30))
+def test_weighted_statistics_equal_the_expanded_sample(pairs):
+    values = np.array([v for v, _ in pairs])
+    weights = np.array([w for _, w in pairs])
+    expanded = np.repeat(values, weights)
+    a, b = distribution(values, weights), distribution(expanded)
+    for key in a:
+        assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-9), key
+
+
+def test_goodput_counts_requests_meeting_every_target():
+    # Eight prompts at once: the first batch's TTFT is short, the last ones wait.
+    rep = run(burst(8, 2048, 10), sla=SLA(ttft_ms=200))
+    s = rep.summary
+    ttfts = sorted(r["ttft_ms"] for r in rep.requests)
+    meeting = sum(1 for t in ttfts if t <= 200)
+    assert 0 < meeting < 8
+    assert s["goodput_completed_requests"] == meeting
+    assert s["goodput_request_throughput_rps"] == pytest.approx(meeting / (s["duration_ms"] / 1000))
+    strict = run(burst(8, 2048, 10), sla=SLA(itl_ms=0.5)).summary
+    assert strict["goodput_completed_requests"] == 0
+    assert "goodput_completed_requests" not in run(burst(2, 64, 4)).summary
+
+
+def test_summary_formulas_on_a_tiny_case():
+    rep = run(burst(2, 512, 5))
+    s, recs = rep.summary, rep.requests
+    assert s["total_input_tokens"] == 1024 and s["total_output_tokens"] == 10
+    assert s["duration_ms"] == max(r["last_token_ms"] for r in recs)
+    assert s["output_throughput_tok_s"] == pytest.approx(10 / (s["duration_ms"] / 1000))
+    tpots = [(r["last_token_ms"] - r["first_token_ms"]) / 4 for r in recs]
+    assert s["mean_tpot_ms"] == pytest.approx(np.mean(tpots))
+    # Pooled ITL: 4 gaps per request, all gaps of both requests.
+    assert s["num_itl_samples"] == 8
+    assert s["mean_itl_ms"] == pytest.approx(np.mean(tpots))  # equal outputs: same mean
+    assert s["mean_e2e_latency_ms"] == pytest.approx(np.mean([r["e2e_latency_ms"] for r in recs]))
+    assert s["gpu_hours"] == pytest.approx(s["duration_ms"] / 3.6e6)
+    assert s["decode_gpus_per_worker"] == 1 and s["prefill_worker_seconds"] == 0

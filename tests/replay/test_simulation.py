@@ -1,0 +1,211 @@
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aisimulate.errors import ConfigError, InfeasibleError
+from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
+from aisimulate.workload import SyntheticWorkload, TraceWorkload
+
+from .conftest import burst, run
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "aisimulate" / "replay"
+TRACE = EXAMPLES / "conversation_400.jsonl"
+
+
+def numeric(summary):
+    return {k: v for k, v in summary.items() if isinstance(v, int | float) and k != "wall_time_ms"}
+
+
+SCENARIOS = {
+    "closed_loop_many_workers": dict(
+        workload=SyntheticWorkload(isl=700, osl=300, num_requests=120, concurrency=40), replicas=3
+    ),
+    "open_loop_poisson_lengths": dict(
+        workload=SyntheticWorkload(
+            isl={"mean": 900, "std": 300},
+            osl={"dist": "uniform", "min": 20, "max": 400},
+            num_requests=150,
+            request_rate=6,
+            arrival="poisson",
+        ),
+        replicas=2,
+    ),
+    "prefix_groups_multi_turn": dict(
+        workload=SyntheticWorkload(
+            isl=1500,
+            osl=80,
+            num_requests=40,
+            concurrency=12,
+            turns_per_session=3,
+            inter_turn_delay_ms=200,
+            shared_prefix_ratio=0.6,
+            num_prefix_groups=3,
+        ),
+    ),
+    "kv_pressure_preemption": dict(
+        workload=SyntheticWorkload(isl=900, osl=500, num_requests=60, concurrency=24), num_gpu_blocks=180
+    ),
+    "trtllm": dict(
+        workload=SyntheticWorkload(isl=900, osl=300, num_requests=60, concurrency=24),
+        backend="trtllm",
+        num_gpu_blocks=300,
+    ),
+    "sglang": dict(
+        workload=SyntheticWorkload(isl=900, osl=300, num_requests=60, concurrency=24),
+        backend="sglang",
+        num_gpu_blocks=300,
+    ),
+    "trace_open_loop": dict(workload=TraceWorkload(trace_path=TRACE, max_requests=150), replicas=4),
+    "analytic_perf": dict(
+        workload=SyntheticWorkload(isl=2000, osl=200, num_requests=80, concurrency=16), perf="analytic"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_fast_path_matches_the_exact_pass_by_pass_loop(name):
+    kw = dict(SCENARIOS[name])
+    workload = kw.pop("workload")
+    fast = run(workload, capture_requests=False, **kw).summary
+    exact = run(workload, exact=True, capture_requests=False, **kw).summary
+    assert fast["completed_requests"] > 0
+    for key, value in numeric(exact).items():
+        assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+
+
+def test_kv_pressure_scenario_really_preempts():
+    kw = dict(SCENARIOS["kv_pressure_preemption"])
+    assert run(kw.pop("workload"), **kw).summary["preemptions"] > 0
+
+
+def test_same_seed_same_result_and_seeds_matter_where_random():
+    workload = SyntheticWorkload(isl=500, osl=100, num_requests=80, request_rate=20, arrival="poisson")
+    a = run(workload, seed=3, router="random", replicas=3).summary
+    b = run(workload, seed=3, router="random", replicas=3).summary
+    c = run(workload, seed=4, router="random", replicas=3).summary
+    assert numeric(a) == numeric(b)
+    assert numeric(a) != numeric(c)
+
+
+def test_results_do_not_depend_on_the_process():
+    code = (
+        "from tests.replay.conftest import run;"
+        "from aisimulate.workload import SyntheticWorkload as S;"
+        "import json;"
+        "s=run(S(isl=900,osl=60,num_requests=30,concurrency=8,shared_prefix_ratio=0.5,num_prefix_groups=2)).summary;"
+        "print(json.dumps({k:v for k,v in s.items() if k!='wall_time_ms'}))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    outs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True
+        )
+        outs.append(json.loads(proc.stdout))
+    assert outs[0] == outs[1]
+
+
+def test_closed_loop_never_exceeds_the_concurrency():
+    rep = run(SyntheticWorkload(isl=300, osl=50, num_requests=60, concurrency=5), replicas=2)
+    events = sorted(
+        [(r["arrival_time_ms"], 1) for r in rep.requests] + [(r["last_token_ms"], -1) for r in rep.requests],
+        key=lambda e: (e[0], e[1]),
+    )
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    assert peak == 5
+
+
+def test_open_loop_constant_rate_arrivals():
+    rep = run(SyntheticWorkload(isl=100, osl=5, num_requests=5, request_rate=4))
+    assert [r["arrival_time_ms"] for r in rep.requests] == [0, 250, 500, 750, 1000]
+
+
+def test_next_turn_arrives_after_the_previous_turn_and_its_delay():
+    rep = run(
+        SyntheticWorkload(
+            isl=200, osl=20, num_requests=2, turns_per_session=3, request_rate=1, inter_turn_delay_ms=75
+        )
+    )
+    by_session = {}
+    for r in rep.requests:
+        by_session.setdefault(r["session_id"], []).append(r)
+    for turns in by_session.values():
+        turns.sort(key=lambda r: r["turn_index"])
+        for before, after in itertools.pairwise(turns):
+            assert after["arrival_time_ms"] == pytest.approx(before["last_token_ms"] + 75)
+
+
+def test_shared_prefix_groups_are_reused():
+    workload = SyntheticWorkload(
+        isl=2048, osl=10, num_requests=40, concurrency=4, shared_prefix_ratio=0.5, num_prefix_groups=2
+    )
+    assert run(workload).summary["prefix_cache_reused_ratio"] > 0.3
+
+
+def test_kv_blocks_come_from_the_memory_model_unless_pinned():
+    rep = run(burst(1, 100, 2), num_gpu_blocks=None)
+    assert rep.summary["max_kv_usage_ratio"] == pytest.approx(2 / 13777, rel=0.2)
+
+
+def test_timeline_and_records_are_opt_in():
+    plan = DeploymentPlan(model="qwen3-8b", system="h100_sxm", agg=EngineSpec(replicas=2))
+    workload = SyntheticWorkload(isl=500, osl=100, num_requests=30, request_rate=10)
+    bare = simulate(plan, workload)
+    assert bare.requests is None and bare.timeline is None
+    full = simulate(plan, workload, capture_requests=True, capture_timeline=True, timeline_interval_ms=500)
+    assert len(full.requests) == 30
+    assert full.timeline[0]["time_ms"] == 0 and full.timeline[1]["time_ms"] == 500
+    tokens = sum(row["output_tokens_per_s"] * 0.5 for row in full.timeline)
+    assert tokens <= full.summary["total_output_tokens"]
+    assert all(0 <= row["kv_usage_ratio"] <= 1 for row in full.timeline)
+
+
+def test_attention_dp_ranks_and_gpu_accounting():
+    plan = DeploymentPlan(
+        model="Qwen/Qwen3-30B-A3B",
+        system="h200_sxm",
+        agg=EngineSpec(tp=1, attention_dp=2, moe_ep=2, replicas=2),
+    )
+    rep = simulate(
+        plan, SyntheticWorkload(isl=500, osl=50, num_requests=40, concurrency=8), capture_requests=True
+    )
+    s = rep.summary
+    assert s["decode_gpus_per_worker"] == 2
+    assert s["gpu_hours"] == pytest.approx(2 * 2 * s["duration_ms"] / 3.6e6)
+    assert {(r["worker_idx"], r["dp_rank"]) for r in rep.requests} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+
+
+def test_least_loaded_router_spreads_load():
+    rep = run(
+        SyntheticWorkload(isl=400, osl=200, num_requests=40, concurrency=8), router="least_loaded", replicas=4
+    )
+    counts = {}
+    for r in rep.requests:
+        counts[r["worker_idx"]] = counts.get(r["worker_idx"], 0) + 1
+    assert len(counts) == 4 and max(counts.values()) - min(counts.values()) <= 4
+
+
+def test_trace_replay_counts_and_reuse():
+    rep = run(TraceWorkload(trace_path=TRACE), replicas=8, capture_requests=False)
+    s = rep.summary
+    assert s["completed_requests"] == 400 and s["rejected_requests"] == 0
+    assert 0 < s["prefix_cache_reused_ratio"] < 1
+    assert math.isfinite(s["p99_ttft_ms"])
+
+
+def test_shapes_that_cannot_run_are_reported():
+    plan = DeploymentPlan(model="meta-llama/Llama-3.1-405B", system="h100_sxm", agg=EngineSpec(tp=8))
+    with pytest.raises(InfeasibleError, match="weights need"):
+        simulate(plan, burst(1, 100, 2))
+    with pytest.raises(ConfigError, match="unknown model"):
+        simulate(DeploymentPlan(model="llama-9", system="h100_sxm"), burst(1, 100, 2))
