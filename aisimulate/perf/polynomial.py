@@ -91,6 +91,8 @@ class PolynomialPerfModel:
         )
 
     def pass_times_ms(self, batches: BatchArrays) -> np.ndarray:
+        if not batches.has_prefill and batches.active_kv_tokens is not None:
+            return self._decode_only(np.asarray(batches.decode_requests), batches)
         p, r, _, ctx, d, _, active = batches.filled()
         if batches.has_prefill:
             safe_r = np.where(r > 0, r, 1.0)
@@ -110,6 +112,15 @@ class PolynomialPerfModel:
             0.0,
         )
         total = prefill + decode
+        return total / self.speedup_ratio if self.speedup_ratio > 0 else total
+
+    def _decode_only(self, d: np.ndarray, batches: BatchArrays) -> np.ndarray:
+        capacity = batches.kv_capacity_tokens
+        active = np.asarray(batches.active_kv_tokens, dtype=np.float64)
+        u = np.minimum(active / capacity, 1.0) if capacity > 0 else np.ones_like(active)
+        total = np.maximum(DECODE_FLOOR_MS, (DECODE_QUADRATIC * u + DECODE_LINEAR) * u + DECODE_CONSTANT)
+        if d.min(initial=1) <= 0:
+            total = np.where(d > 0, total, 0.0)
         return total / self.speedup_ratio if self.speedup_ratio > 0 else total
 
     def describe(self) -> dict[str, object]:

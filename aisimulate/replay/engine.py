@@ -26,7 +26,7 @@ from collections import deque
 
 import numpy as np
 
-from aisimulate.perf.model import BatchArrays, PerfModel, equal_chunk_pairs
+from aisimulate.perf.model import BatchArrays, PerfModel
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.plan import EngineSpec
@@ -35,6 +35,15 @@ from aisimulate.replay.scheduler import POLICIES, AdmissionPolicy, ceil_div
 
 # Shorter decode-only runs are cheaper pass by pass than as one vectorised stretch.
 MIN_STRETCH_PASSES = 6
+
+
+def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, int, float]:
+    """(new tokens, requests, cached context, causal attention pairs) of a pass's prefill chunks,
+    each given as (tokens taken, tokens computed before, request)."""
+    tokens = sum(take for take, _, _ in chunks)
+    context = sum(done for _, done, _ in chunks)
+    pairs = sum(take * (done + (take + 1) / 2) for take, done, _ in chunks)
+    return tokens, len(chunks), context, float(pairs)
 
 
 class Rank:
@@ -65,8 +74,11 @@ class Rank:
         self.pool = BlockPool(num_gpu_blocks, unit=unit, enable_prefix_caching=spec.enable_prefix_caching)
         self.capacity_tokens = num_gpu_blocks * spec.block_size
         self.tokens_per_step = tokens_per_step
-        # The aggregate decode step assumes every decoding request fits the token budget.
-        self.exact = exact or spec.max_num_seqs > spec.max_num_batched_tokens
+        # The aggregate decode step assumes every decoding request fits the token budget, and
+        # that a victim is never a request already scheduled in the pass (true for LIFO only).
+        self.exact = (
+            exact or spec.max_num_seqs > spec.max_num_batched_tokens or spec.preemption_mode == "fifo"
+        )
         self.waiting: deque[Request] = deque()
         self.prefilling: list[Request] = []
         self.decoders: dict[int, Request] = {}
@@ -248,54 +260,36 @@ class Rank:
         else:
             budget, d, d_ctx = self._decode_fast(p, budget)
 
-        chunks_tokens = chunks_reqs = chunks_ctx = 0
-        pairs = 0.0
-        completing = self._completing
-        completing.clear()
+        chunks: list[tuple[int, int, Request]] = []
         for r in list(self.prefilling):
             if r not in self.prefilling:
                 continue  # preempted while an earlier request grew
-            remaining = r.seq_len - r.num_computed
-            take = min(remaining, budget)
+            take = min(r.seq_len - r.num_computed, budget)
             if take <= 0:
                 break
             plan = self._growth(r, r.num_computed + take)
             if not self._make_room(plan[3], p, r):
                 break
-            done = r.num_computed
             # Preemptions free blocks but never change r's own growth plan.
-            self._grow(r, done + take, plan)
-            r.num_computed = done + take
+            self._grow(r, r.num_computed + take, plan)
+            chunks.append((take, r.num_computed, r))
+            r.num_computed += take
             budget -= take
-            chunks_tokens += take
-            chunks_reqs += 1
-            chunks_ctx += done
-            pairs += take * (done + (take + 1) / 2)
-            if r.num_computed == r.seq_len:
-                completing.append(r)
-
         if not self._preempted_this_pass:
-            budget, admitted = self._admit(budget, p)
-            for take, done, r in admitted:
-                chunks_tokens += take
-                chunks_reqs += 1
-                chunks_ctx += done
-                pairs += take * (done + (take + 1) / 2)
-                if r.num_computed == r.seq_len:
-                    completing.append(r)
+            budget = self._admit(budget, chunks)
+        self._completing = [r for _, _, r in chunks if r.num_computed == r.seq_len]
 
         active = self.pool.num_active
         if active > self.max_active_blocks:
             self.max_active_blocks = active
-        if chunks_reqs == 0 and d == 0:
+        if not chunks and d == 0:
             return 0.0
-        if pairs == 0.0 and chunks_reqs:
-            pairs = equal_chunk_pairs(chunks_tokens, chunks_reqs, chunks_ctx)
+        tokens, requests, context, pairs = chunk_totals(chunks)
         return self.perf.time_ms(
-            chunks_tokens,
-            chunks_reqs,
+            tokens,
+            requests,
             pairs,
-            chunks_ctx,
+            context,
             # The decode batch is the requests decoding at the start of the pass (a request whose
             # prompt completes emits its first token without a decode step of its own), and its
             # KV load is their summed context, as the reference replay feeds its timing model.
@@ -347,8 +341,8 @@ class Rank:
             d_ctx += r.num_computed
         return budget, d, d_ctx
 
-    def _admit(self, budget: int, p: int) -> tuple[int, list[tuple[int, int, Request]]]:
-        admitted: list[tuple[int, int, Request]] = []
+    def _admit(self, budget: int, chunks: list[tuple[int, int, Request]]) -> int:
+        """Admit waiting requests head-of-line into ``chunks``; return the budget left."""
         bs, spec = self.block_size, self.spec
         while self.num_running < spec.max_num_seqs and self.waiting and budget > 0:
             r = self.waiting[0]
@@ -372,8 +366,8 @@ class Rank:
             self.prefilling.append(r)
             budget -= take
             self.collector.admission(r, cached, self._now)
-            admitted.append((take, cached, r))
-        return budget, admitted
+            chunks.append((take, cached, r))
+        return budget
 
     def _hold_hit(self, r: Request, matched: int, run: int, cached: int) -> None:
         """Hold an admitted request's cache hit: its matched units and its own run."""
@@ -509,12 +503,13 @@ class Rank:
             if reach < MIN_STRETCH_PASSES:
                 return None
             passes = min(passes, reach)
-        need = np.asarray(self.residue, dtype=np.int64)[(p + np.arange(passes)) % bs]
-        cumulative = np.cumsum(need)
-        passes = min(passes, int(np.searchsorted(cumulative, self.pool.available(), side="right")))
-        if passes < MIN_STRETCH_PASSES:
-            return None
         d = len(self.decoders)
+        available = self.pool.available()
+        if d * (passes // bs + 1) > available:  # blocks might run out: find where
+            need = np.asarray(self.residue, dtype=np.int64)[(p + np.arange(passes)) % bs]
+            passes = min(passes, int(np.searchsorted(np.cumsum(need), available, side="right")))
+            if passes < MIN_STRETCH_PASSES:
+                return None
         grown = d * np.arange(1, passes + 1, dtype=np.float64)
         times = self.perf.pass_times_ms(
             BatchArrays(
@@ -525,7 +520,6 @@ class Rank:
                 kv_capacity_tokens=self.capacity_tokens,
             )
         )
-        self._stretch_blocks = cumulative
         # Sequential sums from now, exactly as pass-by-pass stepping adds them.
         ends = np.cumsum(np.concatenate(([now_ms], times)))[1:]
         if until_ms != float("inf"):
@@ -535,8 +529,11 @@ class Rank:
     def commit_stretch(self, ends: np.ndarray) -> list[Request]:
         """Apply the first ``len(ends)`` passes of the planned stretch."""
         k = len(ends)
-        p, d = self.pass_idx, len(self.decoders)
-        blocks = int(self._stretch_blocks[k - 1])
+        p, d, bs = self.pass_idx, len(self.decoders), self.block_size
+        cycles, rest = divmod(k, bs)
+        residue = self.residue
+        # Over a whole cycle of block_size passes every decoder takes exactly one block.
+        blocks = cycles * d + sum(residue[(p + i) % bs] for i in range(rest))
         self.pool.allocate_anon(blocks)
         self.reserved_blocks -= blocks
         active = self.pool.num_active

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from aisimulate.perf.model import equal_chunk_pairs
-from aisimulate.replay.engine import Rank
+from aisimulate.replay.engine import Rank, chunk_totals
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import ceil_div
 
@@ -78,14 +77,11 @@ class SglangRank(Rank):
         batch = self._extend_batch()
         self._extending = bool(batch)
         if batch:
-            tokens = sum(take for take, _, _ in batch)
-            context = sum(done for _, done, _ in batch)
-            pairs = sum(take * (done + (take + 1) / 2) for take, done, _ in batch)
+            tokens, requests, context, pairs = chunk_totals(batch)
             done_ctx = sum(r.num_computed for r in self._completing)
             # The extend pass decodes only the prompts it completes (their first token).
             return self.perf.time_ms(
-                tokens, len(batch), pairs or equal_chunk_pairs(tokens, len(batch), context), context,
-                len(self._completing), done_ctx, self.tokens_per_step,
+                tokens, requests, pairs, context, len(self._completing), done_ctx, self.tokens_per_step,
                 min(done_ctx, self.capacity_tokens), self.capacity_tokens,
             )  # fmt: skip
         if not self.decoders:

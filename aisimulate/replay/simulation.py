@@ -9,6 +9,7 @@ a pass lasts as long as its slowest rank.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
 from collections import deque
@@ -354,17 +355,23 @@ def simulate(
         raise ConfigError("timeline_interval_ms must be > 0", where="timeline_interval_ms")
     engine = resolve_engine(plan, plan.agg, perf=perf, perf_table=perf_table, where="deployment.agg")
     started = time.perf_counter()
-    sim = Simulation(
-        plan,
-        workload,
-        engine=engine,
-        seed=seed,
-        exact=exact,
-        capture_timeline=capture_timeline,
-        timeline_interval_ms=timeline_interval_ms,
-        max_sim_time_ms=max_sim_time_ms,
-    )
-    sim.run()
+    collecting = gc.isenabled()
+    gc.disable()  # a replay allocates many long-lived objects and no reference cycles
+    try:
+        sim = Simulation(
+            plan,
+            workload,
+            engine=engine,
+            seed=seed,
+            exact=exact,
+            capture_timeline=capture_timeline,
+            timeline_interval_ms=timeline_interval_ms,
+            max_sim_time_ms=max_sim_time_ms,
+        )
+        sim.run()
+    finally:
+        if collecting:
+            gc.enable()
     wall_ms = (time.perf_counter() - started) * 1000.0
     spec = plan.agg
     ranks = sim.ranks

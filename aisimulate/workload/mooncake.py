@@ -73,7 +73,7 @@ class TraceWorkload(BaseModel):
         """(input tokens, output tokens, hash ids, explicit delay) of one validated row."""
         where = f"{self.trace_path}:{line_no}"
         hash_ids = row.get("hash_ids")
-        if not isinstance(hash_ids, list) or not hash_ids or not all(isinstance(h, int) for h in hash_ids):
+        if not isinstance(hash_ids, list) or not hash_ids or not set(map(type, hash_ids)) <= {int}:
             raise ConfigError("hash_ids must be a non-empty list of integers", where=f"{where}: hash_ids")
         capacity = len(hash_ids) * self.trace_block_size
         n_in = _first(row, "input_length", "input_tokens", default=capacity)
