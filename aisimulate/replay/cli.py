@@ -99,6 +99,8 @@ def render(report: Report, console: Console, title: str) -> None:
         ("max KV usage", f"{s['max_kv_usage_ratio']:.1%}"),
         ("preemptions", _fmt(s["preemptions"])),
     ]
+    if "kv_transfer_ms_mean" in s:
+        rows.append(("KV transfer, mean (ms)", _fmt(s["kv_transfer_ms_mean"], 2)))
     if "goodput_completed_requests" in s:
         rows.append(("goodput (req/s)", _fmt(s["goodput_request_throughput_rps"], 3)))
         rows.append(("requests meeting the SLA", f"{s['goodput_completed_requests']:,}"))
@@ -129,11 +131,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     plan = config.plan
-    spec = plan.agg
-    title = (
-        f"{plan.model} on {spec.replicas} x {plan.system} ({plan.backend}, tp={spec.tp}, "
-        f"{plan.router.mode}) - {config.workload.mode} loop"
+    fleet = ", ".join(
+        f"{role} {spec.replicas} x tp{spec.tp}" + (f"·dp{spec.attention_dp}" if spec.attention_dp > 1 else "")
+        for role, spec, _ in plan.pools()
     )
+    title = f"{plan.model} on {plan.system} ({plan.backend}; {fleet}; {plan.router.mode})"
+    title += f" - {config.workload.mode} loop"
     render(report, console, title)
     if args.json_path:
         payload = {**report.to_dict(), "config": config.raw}

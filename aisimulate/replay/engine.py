@@ -62,8 +62,10 @@ class Rank:
         rank: int = 0,
         tokens_per_step: float = 1.0,
         unit: int = 1,
+        role: str = "agg",
     ) -> None:
         self.spec = spec
+        self.role = role  # agg | prefill | decode
         self.policy: AdmissionPolicy = POLICIES[backend]()
         self.perf = perf
         self.collector = collector
@@ -80,6 +82,8 @@ class Rank:
             exact or spec.max_num_seqs > spec.max_num_batched_tokens or spec.preemption_mode == "fifo"
         )
         self.waiting: deque[Request] = deque()
+        # Decode role: requests whose KV arrived from a prefill worker, ready to decode.
+        self.materialized: deque[Request] = deque()
         self.prefilling: list[Request] = []
         self.decoders: dict[int, Request] = {}
         self._admissions = 0
@@ -107,7 +111,7 @@ class Rank:
         return len(self.prefilling) + len(self.decoders)
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.prefilling or self.decoders)
+        return bool(self.waiting or self.prefilling or self.decoders or self.materialized)
 
     @property
     def active_blocks(self) -> int:
@@ -147,8 +151,10 @@ class Rank:
         r.n_blocks = ceil_div(r.num_computed, self.block_size)
         if passes > 0:
             r.last_token_ms = self.pass_end_ms[p - 1]
-            if r.second_token_ms is None and r.dec_gen0 == 1:
-                r.second_token_ms = self.pass_end_ms[r.dec_pass0]
+            # The decode phase's k-th token came out at the end of pass dec_pass0 + k - 1.
+            second = r.dec_pass0 + 1 - r.dec_gen0
+            if r.second_token_ms is None and r.dec_gen0 <= 1 and second < p:
+                r.second_token_ms = self.pass_end_ms[second]
 
     def _stop_decoding(self, r: Request, p: int) -> None:
         """Take a decoder out of the aggregates at the start of pass p (before it is scheduled)."""
@@ -254,6 +260,7 @@ class Rank:
         p = self.pass_idx
         self._now = now_ms
         self._preempted_this_pass = False
+        self._promote_materialized(p)
         budget = self.spec.max_num_batched_tokens
         if self.exact:
             budget, d, d_ctx = self._decode_exact(p, budget)
@@ -299,6 +306,38 @@ class Rank:
             d_ctx,
             self.capacity_tokens,
         )
+
+    # ---- disaggregation: the decode side -------------------------------------------------
+    def reserve(self, r: Request) -> int | None:
+        """Hold destination blocks for a prompt arriving from a prefill worker; None if they do
+        not fit yet. Returns how many of its blocks are missing here (what must be sent)."""
+        bs, unit, pool = self.block_size, self.unit, self.pool
+        computed = r.prompt_len - 1  # the last prompt token is computed by the first decode step
+        total = ceil_div(computed, bs)
+        matched, hot = pool.match_prefix(r.prompt_keys, computed // bs // unit)
+        inactive_hits = sum(1 for key in r.prompt_keys[:matched] if key not in pool.active)
+        cost = total - matched * unit + inactive_hits * unit
+        if self.policy.name == "trtllm":
+            if r.final_blocks - hot * unit > pool.num_blocks - pool.num_active - self.reserved_blocks:
+                return None
+        elif cost > pool.available():
+            return None
+        pool.acquire(r.prompt_keys[:matched])
+        pool.allocate_anon(total - matched * unit)
+        r.n_keyed, r.n_blocks, r.num_computed = matched * unit, total, computed
+        self.reserved_blocks += r.final_blocks - total
+        return total - matched * unit
+
+    def activate(self, r: Request) -> None:
+        """The KV transfer finished: r decodes from the next pass that has room."""
+        self.materialized.append(r)
+
+    def _promote_materialized(self, p: int) -> None:
+        while self.materialized and self.num_running < self.spec.max_num_seqs:
+            r = self.materialized.popleft()
+            r.admit_seq = self._admissions
+            self._admissions += 1
+            self._start_decoding(r, p)
 
     def _decode_fast(self, p: int, budget: int) -> tuple[int, int, int]:
         bs = self.block_size
@@ -391,7 +430,11 @@ class Rank:
                 if r.scheduled_take != 1:
                     continue
                 r.scheduled_take = 0
-                collector.gap(end_ms - r.last_token_ms, 1)
+                if r.generated == 0:
+                    r.first_token_ms = end_ms
+                    collector.emitted_tokens += 1
+                else:
+                    collector.gap(end_ms - r.last_token_ms, 1)
                 r.generated += 1
                 if r.generated == 2:
                     r.second_token_ms = end_ms
@@ -412,7 +455,11 @@ class Rank:
         """Token gaps of the d decoders emitting at ``end_ms`` (the pass index already moved on)."""
         fresh = self._fresh
         for r in fresh:
-            self.collector.gap(end_ms - r.last_token_ms, 1)
+            if r.generated == 0:  # its KV came from a prefill worker: this is its first token
+                r.first_token_ms = end_ms
+                self.collector.emitted_tokens += 1
+            else:
+                self.collector.gap(end_ms - r.last_token_ms, 1)
         rest = d - len(fresh)
         if rest:
             self.collector.gap(end_ms - self.pass_end_ms[-2], rest)
@@ -452,9 +499,14 @@ class Rank:
     def _retire(self, finished: list[Request], end_ms: float) -> list[Request]:
         for r in finished:
             r.finish_ms = end_ms
-            self._release(r, recompute=False)
+            if self.role != "prefill":  # a prefill worker holds the KV until it is sent
+                self._release(r, recompute=False)
             self.collector.finish(r)
         return finished
+
+    def release_sent(self, r: Request) -> None:
+        """Prefill role: the KV of a finished prompt has reached its decode worker."""
+        self._release(r, recompute=False)
 
     # ---- decode-only stretches -----------------------------------------------------------
     def _prefix_hit(self, r: Request) -> tuple[int, int, int]:
@@ -486,6 +538,8 @@ class Rank:
         after ``until_ms`` (a timeline sample) are left out. None when not worth it. Nothing
         changes until :meth:`commit_stretch`."""
         if self.exact or self.prefilling or not self.decoders or self._head_could_start():
+            return None
+        if self.materialized and self.num_running < self.spec.max_num_seqs:
             return None
         heap = self._finish_heap
         while heap[0] not in self.finish_at:

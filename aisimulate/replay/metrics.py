@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -67,9 +68,14 @@ def add_family(
 
 
 class Collector:
-    """Receives admissions, token gaps and finished requests from the ranks."""
+    """Receives admissions, token gaps and finished requests from the ranks.
 
-    def __init__(self) -> None:
+    ``on_admission`` lets a hidden collector (a prefill pool's) count admissions into the main one.
+    """
+
+    def __init__(self, *, on_admission: Callable[[int], None] | None = None) -> None:
+        self._on_admission = on_admission
+        self.transfer_ms: list[float] = []
         self.gap_ms = array("d")
         self.gap_weight = array("q")
         self.gap_chunks: list[np.ndarray] = []
@@ -84,7 +90,15 @@ class Collector:
             r.first_admit_ms = now_ms
             r.first_reused_tokens = cached_tokens
         r.max_reused_tokens = max(r.max_reused_tokens, cached_tokens)
-        self.committed_prefill_tokens += r.seq_len
+        self.admission_counted(r.seq_len)
+        if self._on_admission is not None:
+            self._on_admission(r.seq_len)
+
+    def admission_counted(self, tokens: int) -> None:
+        self.committed_prefill_tokens += tokens
+
+    def transfer(self, ms: float) -> None:
+        self.transfer_ms.append(ms)
 
     def gap(self, gap_ms: float, weight: int) -> None:
         self.gap_ms.append(gap_ms)

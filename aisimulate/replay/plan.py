@@ -57,14 +57,58 @@ class RouterSpec(_Frozen):
 
 
 class DeploymentPlan(_Frozen):
-    """An aggregated deployment: ``agg.replicas`` identical workers behind one router."""
+    """A deployment: ``agg`` workers behind one router, or (``mode: disagg``) a ``prefill`` pool
+    handing each prompt's KV cache to a ``decode`` pool, each pool with its own router."""
 
-    mode: Literal["agg"] = "agg"
+    mode: Literal["agg", "disagg"] = "agg"
     backend: Backend = "vllm"
     model: str
     system: str
-    agg: EngineSpec = EngineSpec()
+    agg: EngineSpec | None = None
+    prefill: EngineSpec | None = None
+    decode: EngineSpec | None = None
     router: RouterSpec = RouterSpec()
+    prefill_router: RouterSpec | None = None
+    decode_router: RouterSpec | None = None
+    # GB/s per GPU for the prefill -> decode KV transfer; None: the system's link (NVLink when a
+    # prefill and a decode worker fit one NVLink domain, else inter-node); 0: free.
+    kv_transfer_bandwidth_gbps: float | None = Field(default=None, ge=0)
+    kv_transfer_timing: Literal["full_prompt", "destination_missing"] = "full_prompt"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_agg(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("mode", "agg") == "agg" and data.get("agg") is None:
+            return {**data, "agg": {}}
+        return data
+
+    @model_validator(mode="after")
+    def _roles(self) -> DeploymentPlan:
+        if self.mode == "agg":
+            if self.prefill is not None or self.decode is not None:
+                raise ValueError("prefill/decode engine specs need mode: disagg")
+            return self
+        if self.prefill is None or self.decode is None:
+            raise ValueError("mode: disagg needs both a prefill and a decode engine spec")
+        if self.agg is not None:
+            raise ValueError("mode: disagg takes prefill and decode specs, not agg")
+        if self.prefill.block_size != self.decode.block_size:
+            raise ValueError(
+                "`prefill.block_size == decode.block_size` must hold, but got "
+                f"({self.prefill.block_size}, {self.decode.block_size})"
+            )
+        return self
+
+    def pools(self) -> list[tuple[str, EngineSpec, RouterSpec]]:
+        """(role, engine spec, router) of each pool, in request order."""
+        if self.mode == "agg":
+            assert self.agg is not None
+            return [("agg", self.agg, self.router)]
+        assert self.prefill is not None and self.decode is not None
+        return [
+            ("prefill", self.prefill, self.prefill_router or self.router),
+            ("decode", self.decode, self.decode_router or self.router),
+        ]
 
 
 class SLA(_Frozen):

@@ -128,6 +128,8 @@ def summarize(
     summary["first_admission_prefix_cache_reused_ratio"] = (
         sum(r.first_reused_tokens for r in done) / total_in if total_in else 0.0
     )
+    if collector.transfer_ms:
+        summary["kv_transfer_ms_mean"] = float(np.mean(collector.transfer_ms))
     summary["preemptions"] = preemptions
     summary["max_kv_usage_ratio"] = max_kv_usage_ratio
     summary["perf_model"] = perf_model
@@ -154,6 +156,8 @@ def request_records(collector: Collector) -> list[dict[str, Any]]:
             "reused_input_tokens": r.max_reused_tokens,
             "worker_idx": r.worker,
             "dp_rank": r.rank,
+            "prefill_worker_idx": r.prefill_worker if r.prefill_worker >= 0 else None,
+            "kv_transfer_ms": r.kv_transfer_ms,
             "preemptions": r.preemptions,
         }
         if done:

@@ -47,6 +47,8 @@ class Request:
     finish_ms: float | None = None
     preemptions: int = 0
     rejected: bool = False
+    prefill_worker: int = -1  # disaggregated: where the prompt was computed
+    kv_transfer_ms: float | None = None
 
     @classmethod
     def from_spec(

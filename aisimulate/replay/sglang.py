@@ -74,14 +74,17 @@ class SglangRank(Rank):
     def begin_pass(self, now_ms: float) -> float:
         self._now = now_ms
         self._completing.clear()
+        self._promote_materialized(self.pass_idx)
         batch = self._extend_batch()
         self._extending = bool(batch)
         if batch:
             tokens, requests, context, pairs = chunk_totals(batch)
-            done_ctx = sum(r.num_computed for r in self._completing)
-            # The extend pass decodes only the prompts it completes (their first token).
+            # The extend pass decodes only the prompts it completes (their first token); a
+            # prefill worker's first token comes with the prefill itself.
+            completers = [] if self.role == "prefill" else self._completing
+            done_ctx = sum(r.num_computed for r in completers)
             return self.perf.time_ms(
-                tokens, requests, pairs, context, len(self._completing), done_ctx, self.tokens_per_step,
+                tokens, requests, pairs, context, len(completers), done_ctx, self.tokens_per_step,
                 min(done_ctx, self.capacity_tokens), self.capacity_tokens,
             )  # fmt: skip
         if not self.decoders:

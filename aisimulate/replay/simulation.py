@@ -14,135 +14,25 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from aisimulate.catalog import get_model, get_system
-from aisimulate.errors import ConfigError, InfeasibleError
-from aisimulate.perf.memory import estimate_memory
-from aisimulate.perf.model import PerfModel
-from aisimulate.perf.providers import get_perf_model
-from aisimulate.perf.shape import ParallelShape
+from aisimulate.catalog import get_system
+from aisimulate.errors import ConfigError
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import unit_blocks
 from aisimulate.replay.metrics import Collector
-from aisimulate.replay.plan import SLA, DeploymentPlan, EngineSpec
+from aisimulate.replay.plan import SLA, DeploymentPlan
 from aisimulate.replay.report import Fleet, Report, request_records, summarize
 from aisimulate.replay.request import Request
-from aisimulate.replay.router import make_router
-from aisimulate.replay.sglang import SglangRank
+from aisimulate.replay.workers import ResolvedEngine, Worker, build_pool, resolve_engine
 from aisimulate.workload.loader import Workload
 from aisimulate.workload.request import RequestSpec, Session
 
-
-@dataclass(frozen=True, kw_only=True)
-class ResolvedEngine:
-    """An engine spec with what the catalog and perf layer derive for it."""
-
-    spec: EngineSpec
-    backend: str
-    perf: PerfModel
-    num_gpu_blocks: int
-
-
-def resolve_engine(
-    plan: DeploymentPlan, spec: EngineSpec, *, perf: str, perf_table: str | Path | None, where: str
-) -> ResolvedEngine:
-    model = get_model(plan.model, where="deployment.model")
-    system = get_system(plan.system, where="deployment.system")
-    shape = ParallelShape(
-        tp=spec.tp, pp=spec.pp, attention_dp=spec.attention_dp, moe_tp=spec.moe_tp, moe_ep=spec.moe_ep
-    )
-    memory = estimate_memory(
-        model,
-        system,
-        shape,
-        backend=plan.backend,
-        gpu_memory_utilization=spec.gpu_memory_utilization,
-        kv_cache_dtype=spec.kv_cache_dtype,
-        block_size=spec.block_size,
-        max_num_batched_tokens=spec.max_num_batched_tokens,
-        max_num_seqs=spec.max_num_seqs,
-        max_model_len=spec.max_model_len,
-    )
-    blocks = spec.num_gpu_blocks
-    if blocks is None:
-        if not memory.feasible:
-            raise InfeasibleError(f"{model.name} on {system.name}: {memory.reason}", where=where)
-        blocks = memory.num_gpu_blocks
-    provider = get_perf_model(
-        perf,
-        model=model,
-        system=system,
-        shape=shape,
-        backend=plan.backend,
-        kv_cache_dtype=spec.kv_cache_dtype,
-        table_path=perf_table,
-    )
-    return ResolvedEngine(spec=spec, backend=plan.backend, perf=provider, num_gpu_blocks=blocks)
-
-
-class Worker:
-    """A replica: ``attention_dp`` ranks that pass in lock-step.
-
-    A single-rank worker may run a decode-only *stretch*: many passes planned at once and
-    committed when they end, or cut short (:meth:`cut`) when a request arrives that a later
-    pass could admit.
-    """
-
-    def __init__(self, ranks: list[Rank], *, stretches: bool) -> None:
-        self.ranks = ranks
-        self.busy = False
-        self.version = 0  # bumps whenever the pending pass end moves
-        self._stepping: list[Rank] = []
-        self._stretch: np.ndarray | None = None
-        self._stretches = stretches and len(ranks) == 1
-
-    def has_work(self) -> bool:
-        return any(rank.has_work() for rank in self.ranks)
-
-    def begin(self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")) -> float:
-        """Start the next pass (or stretch) at ``now_ms``; return when it ends."""
-        self.busy = True
-        self.version += 1
-        if self._stretches:
-            ends = self.ranks[0].plan_stretch(now_ms, horizon_ms, until_ms)
-            if ends is not None:
-                self._stretch = ends
-                return float(ends[-1])
-        self._stepping = [rank for rank in self.ranks if rank.has_work()]
-        durations = [rank.begin_pass(now_ms) for rank in self._stepping]
-        return now_ms + max(durations, default=0.0)
-
-    def cut(self, now_ms: float) -> float | None:
-        """A request arrived at ``now_ms``: keep only the stretch's passes that started before
-        it. Returns the new end time, or None if nothing changed."""
-        ends = self._stretch
-        if ends is None or len(ends) == 1:
-            return None
-        keep = 1 + int(np.searchsorted(ends[:-1], now_ms, side="left"))
-        if keep >= len(ends):
-            return None
-        self._stretch = ends[:keep]
-        self.version += 1
-        return float(ends[keep - 1])
-
-    def end(self, end_ms: float) -> list[Request]:
-        self.busy = False
-        if self._stretch is not None:
-            ends, self._stretch = self._stretch, None
-            return self.ranks[0].commit_stretch(ends)
-        finished: list[Request] = []
-        for rank in self._stepping:
-            finished.extend(rank.end_pass(end_ms))
-        return finished
-
-
-_PASS_END, _READY = 0, 1
+_PASS_END, _TRANSFER, _READY = 0, 1, 2
 
 
 class Simulation:
@@ -151,7 +41,7 @@ class Simulation:
         plan: DeploymentPlan,
         workload: Workload,
         *,
-        engine: ResolvedEngine,
+        engines: dict[str, ResolvedEngine],
         seed: int,
         exact: bool,
         capture_timeline: bool,
@@ -159,36 +49,33 @@ class Simulation:
         max_sim_time_ms: float | None,
     ) -> None:
         self.collector = Collector()
+        # Prefill workers emit no visible tokens: their first token is the decode worker's.
+        self.hidden = Collector(on_admission=self.collector.admission_counted)
         rng = np.random.default_rng([seed, 0x7017E])
-        self.router = make_router(plan.router, rng)
-        spec = engine.spec
-        self.engine = engine
-        self.workers = [
-            Worker(
-                [
-                    (SglangRank if engine.backend == "sglang" else Rank)(
-                        spec,
-                        engine.backend,
-                        engine.perf,
-                        engine.num_gpu_blocks,
-                        self.collector,
-                        exact=exact,
-                        worker=w,
-                        rank=d,
-                        unit=unit_blocks(workload.hash_block_tokens(spec.block_size), spec.block_size),
-                    )
-                    for d in range(spec.attention_dp)
-                ],
-                # A load-aware router must see every pass's KV state, so it steps pass by pass.
-                stretches=not exact and plan.router.mode in ("round_robin", "random"),
+        block_size = next(iter(engines.values())).spec.block_size
+        unit = unit_blocks(workload.hash_block_tokens(block_size), block_size)
+        self.pools = [
+            build_pool(
+                role,
+                engines[role],
+                router,
+                self.hidden if role == "prefill" else self.collector,
+                unit=unit,
+                exact=exact,
+                rng=rng,
             )
-            for w in range(spec.replicas)
+            for role, _, router in plan.pools()
         ]
-        self.worker_of = {id(rank): worker for worker in self.workers for rank in worker.ranks}
-        self.ranks = [rank for worker in self.workers for rank in worker.ranks]
-        self.block_size = spec.block_size
-        self.max_model_len = spec.max_model_len
-        self.sessions: Iterator[Session] = workload.sessions(spec.block_size, seed)
+        self.entry = self.pools[0]
+        self.decode_pool = self.pools[-1] if plan.mode == "disagg" else None
+        self.transfer_gbps = transfer_bandwidth(plan) if plan.mode == "disagg" else 0.0
+        self.destination_missing = plan.kv_transfer_timing == "destination_missing"
+        self.pending: dict[int, deque[tuple[Request, Request, Rank]]] = {}
+        self.workers = [worker for pool in self.pools for worker in pool.workers]
+        self.ranks = [rank for pool in self.pools for rank in pool.ranks]
+        self.worker_of = {k: v for pool in self.pools for k, v in pool.worker_of.items()}
+        self.block_size = block_size
+        self.sessions: Iterator[Session] = workload.sessions(block_size, seed)
         self.closed = workload.mode == "closed"
         self.concurrency = workload.concurrency if self.closed else None
         self.max_sim_time_ms = max_sim_time_ms
@@ -221,17 +108,24 @@ class Simulation:
         self.in_flight += 1
         if spec.turn + 1 < len(session.turns):
             self.next_turn[spec.request_id] = (session, spec.turn + 1)
-        r = Request.from_spec(spec, now, self.block_size, max_model_len=self.max_model_len)
-        rank = self.ranks[self.router.route(r, self.ranks)]
+        pool = self.entry
+        r = Request.from_spec(spec, now, self.block_size, max_model_len=pool.engine.spec.max_model_len)
+        if pool.role == "prefill":
+            r.max_output = 1  # the prefill copy: its one token is produced with the prefill
+        rank = pool.ranks[pool.router.route(r, pool.ranks)]
         was_idle_queue = not rank.waiting
         if not rank.enqueue(r):
             self.collector.reject(r)
             self._complete(r, now)
         elif was_idle_queue:
-            worker = self.worker_of[id(rank)]
-            moved = worker.cut(now)
-            if moved is not None:
-                self._push(moved, _PASS_END, (worker, worker.version))
+            self._wake(rank, now)
+
+    def _wake(self, rank: Rank, now: float) -> None:
+        """New work for a rank: cut its worker's stretch so that a later pass can take it."""
+        worker = self.worker_of[id(rank)]
+        moved = worker.cut(now)
+        if moved is not None:
+            self._push(moved, _PASS_END, (worker, worker.version))
 
     def _complete(self, r: Request, now: float) -> None:
         self.in_flight -= 1
@@ -242,6 +136,58 @@ class Simulation:
         spec = session.turns[turn]
         self._push(now + spec.delay_ms, _READY, (spec, session))
 
+    # ---- disaggregation ------------------------------------------------------------------
+    def _handoff(self, prefilled: Request, source: Rank, now: float) -> None:
+        """A prompt finished on a prefill worker: pick its decode worker and reserve KV there."""
+        pool = self.decode_pool
+        assert pool is not None
+        max_len = pool.engine.spec.max_model_len
+        r = Request.from_spec(prefilled.spec, prefilled.arrival_ms, self.block_size, max_model_len=max_len)
+        r.first_admit_ms = prefilled.first_admit_ms
+        r.first_reused_tokens = prefilled.first_reused_tokens
+        r.max_reused_tokens = prefilled.max_reused_tokens
+        r.prefill_worker = prefilled.worker
+        rank = pool.ranks[pool.router.route(r, pool.ranks)]
+        r.worker, r.rank = rank.worker, rank.rank
+        if not rank.policy.on_enqueue(rank, r):
+            source.release_sent(prefilled)
+            self.collector.reject(r)
+            self._complete(r, now)
+            return
+        queue = self.pending.setdefault(id(rank), deque())
+        queue.append((r, prefilled, source))
+        if len(queue) == 1:
+            self._reserve(rank, now)
+
+    def _reserve(self, rank: Rank, now: float) -> None:
+        """Start the transfers of queued prompts, in order, while the decode rank has room."""
+        queue = self.pending.get(id(rank))
+        while queue:
+            r, prefilled, source = queue[0]
+            missing = rank.reserve(r)
+            if missing is None:
+                return
+            queue.popleft()
+            blocks = missing if self.destination_missing else -(-r.num_computed // self.block_size)
+            tokens = min(blocks * self.block_size, r.prompt_len)
+            bytes_per_ms = self.transfer_gbps * 1e6  # GB/s
+            sent = tokens * self.pools[0].engine.kv_bytes_per_token_per_gpu
+            ms = sent / bytes_per_ms if bytes_per_ms else 0.0
+            r.kv_transfer_ms = ms
+            self.collector.transfer(ms)
+            if ms > 0:
+                self._push(now + ms, _TRANSFER, (r, prefilled, source, rank))
+            else:
+                self._arrive_decode(r, prefilled, source, rank, now)
+
+    def _arrive_decode(self, r: Request, prefilled: Request, source: Rank, rank: Rank, now: float) -> None:
+        source.release_sent(prefilled)
+        was_idle = not rank.materialized
+        rank.activate(r)
+        if was_idle:
+            self._wake(rank, now)
+
+    # ---- the loop ------------------------------------------------------------------------
     def _push(self, at: float, kind: int, payload: Any) -> None:
         heapq.heappush(self.heap, (at, kind, next(self._seq), payload))
 
@@ -287,7 +233,16 @@ class Simulation:
                 if version != worker.version:
                     continue  # a stretch that was cut short
                 for r in worker.end(now):
-                    self._complete(r, now)
+                    if worker.ranks[0].role == "prefill":
+                        self._handoff(r, self._rank_of(worker, r), now)
+                    else:
+                        self._complete(r, now)
+                if worker.ranks[0].role == "decode":
+                    for rank in worker.ranks:
+                        self._reserve(rank, now)
+            while heap and heap[0][0] <= now and heap[0][1] == _TRANSFER:
+                _, _, _, (r, prefilled, source, rank) = heapq.heappop(heap)
+                self._arrive_decode(r, prefilled, source, rank, now)
             while heap and heap[0][0] <= now and heap[0][1] == _READY:
                 _, _, _, (spec, session) = heapq.heappop(heap)
                 if self.closed:
@@ -312,6 +267,10 @@ class Simulation:
                     started_instant |= end <= now
             if not started_instant and not (heap and heap[0][0] <= now):
                 return
+
+    @staticmethod
+    def _rank_of(worker: Worker, r: Request) -> Rank:
+        return worker.ranks[r.rank]
 
     def _sample(self, now: float) -> None:
         assert self.timeline is not None
@@ -349,11 +308,12 @@ def simulate(
     max_sim_time_ms: float | None = None,
 ) -> Report:
     """Replay ``workload`` on ``plan``; deterministic for a given ``seed``."""
-    if plan.mode != "agg":
-        raise ConfigError(f"deployment mode {plan.mode!r} is not supported yet", where="deployment.mode")
     if timeline_interval_ms <= 0:
         raise ConfigError("timeline_interval_ms must be > 0", where="timeline_interval_ms")
-    engine = resolve_engine(plan, plan.agg, perf=perf, perf_table=perf_table, where="deployment.agg")
+    engines = {
+        role: resolve_engine(plan, spec, perf=perf, perf_table=perf_table, where=f"deployment.{role}")
+        for role, spec, _ in plan.pools()
+    }
     started = time.perf_counter()
     collecting = gc.isenabled()
     gc.disable()  # a replay allocates many long-lived objects and no reference cycles
@@ -361,7 +321,7 @@ def simulate(
         sim = Simulation(
             plan,
             workload,
-            engine=engine,
+            engines=engines,
             seed=seed,
             exact=exact,
             capture_timeline=capture_timeline,
@@ -373,27 +333,41 @@ def simulate(
         if collecting:
             gc.enable()
     wall_ms = (time.perf_counter() - started) * 1000.0
-    spec = plan.agg
     ranks = sim.ranks
+    prefill = engines.get("prefill")
+    decode = engines.get("decode") or engines["agg"]
+    perf_name = decode.perf.name
     summary = summarize(
         sim.collector,
         num_requests=sim.num_requests,
         fleet=Fleet(
-            prefill_workers=0,
-            decode_workers=spec.replicas,
-            prefill_gpus_per_worker=0,
-            decode_gpus_per_worker=spec.gpus_per_worker,
+            prefill_workers=prefill.spec.replicas if prefill else 0,
+            decode_workers=decode.spec.replicas,
+            prefill_gpus_per_worker=prefill.spec.gpus_per_worker if prefill else 0,
+            decode_gpus_per_worker=decode.spec.gpus_per_worker,
         ),
         sla=sla,
-        perf_model=engine.perf.name,
+        perf_model=perf_name,
         preemptions=sum(rank.num_preemptions for rank in ranks),
         max_kv_usage_ratio=max(rank.max_active_blocks / rank.pool.num_blocks for rank in ranks),
         wall_time_ms=wall_ms,
     )
     return Report(
         summary=summary,
-        perf_model=engine.perf.name,
+        perf_model=perf_name,
         requests=request_records(sim.collector) if capture_requests else None,
         timeline=sim.timeline,
         config={"plan": plan.model_dump(), "seed": seed, "perf": perf, "exact": exact},
     )
+
+
+def transfer_bandwidth(plan: DeploymentPlan) -> float:
+    """GB/s of the prefill -> decode KV transfer: pinned, or NVLink when one worker of each role
+    fits one NVLink domain, else the inter-node link."""
+    if plan.kv_transfer_bandwidth_gbps is not None:
+        return plan.kv_transfer_bandwidth_gbps
+    assert plan.prefill is not None and plan.decode is not None
+    system = get_system(plan.system, where="deployment.system")
+    if plan.prefill.gpus_per_worker + plan.decode.gpus_per_worker <= system.nvlink_domain:
+        return system.nvlink_gbps
+    return system.inter_node_gbps

@@ -11,7 +11,9 @@ from aisimulate.replay.config import load_replay_config
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "aisimulate" / "replay"
 
 
-@pytest.mark.parametrize("name", ["synthetic_closed_loop.yaml", "trace_open_loop.yaml"])
+@pytest.mark.parametrize(
+    "name", ["synthetic_closed_loop.yaml", "trace_open_loop.yaml", "disagg_closed_loop.yaml"]
+)
 def test_examples_run_and_write_results(tmp_path, capsys, name):
     out, csv_path, timeline = tmp_path / "o.json", tmp_path / "r.csv", tmp_path / "t.csv"
     code = main(

@@ -1,0 +1,188 @@
+"""Building the fleet: engines resolved against the catalog, workers, and pools of workers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from aisimulate.catalog import get_model, get_system
+from aisimulate.errors import InfeasibleError
+from aisimulate.perf.memory import estimate_memory
+from aisimulate.perf.model import PerfModel
+from aisimulate.perf.providers import get_perf_model
+from aisimulate.perf.shape import ParallelShape
+from aisimulate.replay.engine import Rank
+from aisimulate.replay.metrics import Collector
+from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
+from aisimulate.replay.request import Request
+from aisimulate.replay.router import Router, make_router
+from aisimulate.replay.sglang import SglangRank
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedEngine:
+    """An engine spec with what the catalog and perf layer derive for it."""
+
+    spec: EngineSpec
+    backend: str
+    perf: PerfModel
+    num_gpu_blocks: int
+    kv_bytes_per_token_per_gpu: float
+
+
+def resolve_engine(
+    plan: DeploymentPlan, spec: EngineSpec, *, perf: str, perf_table: str | Path | None, where: str
+) -> ResolvedEngine:
+    model = get_model(plan.model, where="deployment.model")
+    system = get_system(plan.system, where="deployment.system")
+    shape = ParallelShape(
+        tp=spec.tp, pp=spec.pp, attention_dp=spec.attention_dp, moe_tp=spec.moe_tp, moe_ep=spec.moe_ep
+    )
+    memory = estimate_memory(
+        model,
+        system,
+        shape,
+        backend=plan.backend,
+        gpu_memory_utilization=spec.gpu_memory_utilization,
+        kv_cache_dtype=spec.kv_cache_dtype,
+        block_size=spec.block_size,
+        max_num_batched_tokens=spec.max_num_batched_tokens,
+        max_num_seqs=spec.max_num_seqs,
+        max_model_len=spec.max_model_len,
+    )
+    blocks = spec.num_gpu_blocks
+    if blocks is None:
+        if not memory.feasible:
+            raise InfeasibleError(f"{model.name} on {system.name}: {memory.reason}", where=where)
+        blocks = memory.num_gpu_blocks
+    provider = get_perf_model(
+        perf,
+        model=model,
+        system=system,
+        shape=shape,
+        backend=plan.backend,
+        kv_cache_dtype=spec.kv_cache_dtype,
+        table_path=perf_table,
+    )
+    return ResolvedEngine(
+        spec=spec,
+        backend=plan.backend,
+        perf=provider,
+        num_gpu_blocks=blocks,
+        kv_bytes_per_token_per_gpu=memory.kv_bytes_per_token_per_gpu,
+    )
+
+
+class Worker:
+    """A replica: ``attention_dp`` ranks that pass in lock-step.
+
+    A single-rank worker may run a decode-only *stretch*: many passes planned at once and
+    committed when they end, or cut short (:meth:`cut`) when a request arrives that a later
+    pass could admit.
+    """
+
+    def __init__(self, ranks: list[Rank], *, stretches: bool) -> None:
+        self.ranks = ranks
+        self.busy = False
+        self.version = 0  # bumps whenever the pending pass end moves
+        self._stepping: list[Rank] = []
+        self._stretch: np.ndarray | None = None
+        self._stretches = stretches and len(ranks) == 1
+
+    def has_work(self) -> bool:
+        return any(rank.has_work() for rank in self.ranks)
+
+    def begin(self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")) -> float:
+        """Start the next pass (or stretch) at ``now_ms``; return when it ends."""
+        self.busy = True
+        self.version += 1
+        if self._stretches:
+            ends = self.ranks[0].plan_stretch(now_ms, horizon_ms, until_ms)
+            if ends is not None:
+                self._stretch = ends
+                return float(ends[-1])
+        self._stepping = [rank for rank in self.ranks if rank.has_work()]
+        durations = [rank.begin_pass(now_ms) for rank in self._stepping]
+        return now_ms + max(durations, default=0.0)
+
+    def cut(self, now_ms: float) -> float | None:
+        """A request arrived at ``now_ms``: keep only the stretch's passes that started before
+        it. Returns the new end time, or None if nothing changed."""
+        ends = self._stretch
+        if ends is None or len(ends) == 1:
+            return None
+        keep = 1 + int(np.searchsorted(ends[:-1], now_ms, side="left"))
+        if keep >= len(ends):
+            return None
+        self._stretch = ends[:keep]
+        self.version += 1
+        return float(ends[keep - 1])
+
+    def end(self, end_ms: float) -> list[Request]:
+        self.busy = False
+        if self._stretch is not None:
+            ends, self._stretch = self._stretch, None
+            return self.ranks[0].commit_stretch(ends)
+        finished: list[Request] = []
+        for rank in self._stepping:
+            finished.extend(rank.end_pass(end_ms))
+        return finished
+
+
+@dataclass(kw_only=True)
+class Pool:
+    """The workers of one role, their router and where their requests' results go."""
+
+    role: str
+    engine: ResolvedEngine
+    workers: list[Worker]
+    ranks: list[Rank]
+    router: Router
+    worker_of: dict[int, Worker]
+
+
+def build_pool(
+    role: str,
+    engine: ResolvedEngine,
+    router_spec: RouterSpec,
+    collector: Collector,
+    *,
+    unit: int,
+    exact: bool,
+    rng: np.random.Generator,
+    first_worker: int = 0,
+) -> Pool:
+    spec = engine.spec
+    cls = SglangRank if engine.backend == "sglang" else Rank
+    workers = [
+        Worker(
+            [
+                cls(
+                    spec,
+                    engine.backend,
+                    engine.perf,
+                    engine.num_gpu_blocks,
+                    collector,
+                    exact=exact,
+                    worker=first_worker + w,
+                    rank=d,
+                    unit=unit,
+                    role=role,
+                )
+                for d in range(spec.attention_dp)
+            ],
+            # A load-aware router must see every pass's KV state, so it steps pass by pass.
+            stretches=not exact and router_spec.mode in ("round_robin", "random"),
+        )
+        for w in range(spec.replicas)
+    ]
+    return Pool(
+        role=role,
+        engine=engine,
+        workers=workers,
+        ranks=[rank for worker in workers for rank in worker.ranks],
+        router=make_router(router_spec, rng),
+        worker_of={id(rank): worker for worker in workers for rank in worker.ranks},
+    )

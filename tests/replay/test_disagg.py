@@ -1,0 +1,132 @@
+"""Disaggregated serving: prefill pool -> KV transfer -> decode pool."""
+
+import pytest
+from pydantic import ValidationError
+
+from aisimulate.catalog import get_system
+from aisimulate.perf.polynomial import decode_ms, prefill_ms
+from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
+from aisimulate.replay.simulation import transfer_bandwidth
+from aisimulate.workload import SyntheticWorkload
+
+CAPACITY = 16384 * 64
+
+
+def plan(prefill=None, decode=None, **kw):
+    base = dict(num_gpu_blocks=16384)
+    return DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        mode="disagg",
+        prefill=EngineSpec(**{**base, **(prefill or {})}),
+        decode=EngineSpec(**{**base, **(decode or {})}),
+        **kw,
+    )
+
+
+def one(p, isl=1024, osl=3, exact=False, **kw):
+    workload = SyntheticWorkload(isl=isl, osl=osl, num_requests=1, concurrency=1)
+    return simulate(p, workload, perf="polynomial", capture_requests=True, exact=exact, **kw)
+
+
+def test_ttft_is_prefill_then_the_first_decode_step():
+    rep = one(plan(kv_transfer_bandwidth_gbps=0))
+    r = rep.requests[0]
+    # The decode worker computes the prompt's last token in its first step (1,024 tokens of KV).
+    assert r["ttft_ms"] == pytest.approx(prefill_ms(1, 1024, 0) + decode_ms(1024, CAPACITY))
+    assert r["ttst_ms"] == pytest.approx(decode_ms(1025, CAPACITY))
+    assert r["output_length"] == 3 and r["prefill_worker_idx"] == 0
+    assert rep.summary["kv_transfer_ms_mean"] == 0
+
+
+def test_transfer_time_is_prompt_kv_over_bandwidth():
+    rep = one(plan(kv_transfer_bandwidth_gbps=10))
+    expected = 1024 * 131072 / (10 * 1e6)  # bytes / (GB/s as bytes per ms)
+    assert rep.requests[0]["kv_transfer_ms"] == pytest.approx(expected)
+    free = one(plan(kv_transfer_bandwidth_gbps=0)).requests[0]["ttft_ms"]
+    assert rep.requests[0]["ttft_ms"] == pytest.approx(free + expected)
+
+
+def test_default_link_is_nvlink_inside_a_node_else_the_network():
+    h200 = get_system("h200_sxm")
+    assert transfer_bandwidth(plan()) == h200.nvlink_gbps
+    wide = plan(prefill={"tp": 8}, decode={"tp": 8})
+    assert transfer_bandwidth(wide) == h200.inter_node_gbps
+    assert one(plan()).requests[0]["kv_transfer_ms"] == pytest.approx(1024 * 131072 / (450 * 1e6))
+
+
+def test_destination_reservation_waits_for_decode_kv():
+    # The decode pool holds one 600-token request at a time.
+    p = plan(decode={"num_gpu_blocks": 12}, kv_transfer_bandwidth_gbps=0)
+    workload = SyntheticWorkload(isl=600, osl=80, num_requests=2, arrival_interval_ms=0)
+    rep = simulate(p, workload, perf="polynomial", capture_requests=True)
+    first, second = sorted(rep.requests, key=lambda r: r["first_token_ms"])
+    assert second["first_token_ms"] > first["last_token_ms"]
+    assert rep.summary["preemptions"] == 0 and rep.summary["completed_requests"] == 2
+
+
+def test_gpu_accounting_per_role():
+    p = plan(prefill={"tp": 2, "replicas": 2}, decode={"replicas": 3}, kv_transfer_bandwidth_gbps=0)
+    s = simulate(
+        p, SyntheticWorkload(isl=500, osl=50, num_requests=30, concurrency=6), perf="polynomial"
+    ).summary
+    seconds = s["duration_ms"] / 1000
+    assert s["prefill_gpus_per_worker"] == 2 and s["decode_gpus_per_worker"] == 1
+    assert s["prefill_worker_seconds"] == pytest.approx(2 * seconds)
+    assert s["decode_worker_seconds"] == pytest.approx(3 * seconds)
+    assert s["gpu_hours"] == pytest.approx((2 * 2 + 3) * seconds / 3600)
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang", "trtllm"])
+def test_every_backend_runs_disaggregated(backend):
+    p = DeploymentPlan(
+        model="Qwen/Qwen3-30B-A3B",
+        system="h200_sxm",
+        backend=backend,
+        mode="disagg",
+        prefill=EngineSpec(tp=2),
+        decode=EngineSpec(tp=1, attention_dp=2, moe_ep=2, replicas=2),
+    )
+    rep = simulate(
+        p, SyntheticWorkload(isl=800, osl=40, num_requests=40, concurrency=8), capture_requests=True
+    )
+    assert rep.summary["completed_requests"] == 40
+    assert {r["dp_rank"] for r in rep.requests} == {0, 1}
+    assert all(r["ttft_ms"] > 0 for r in rep.requests)
+
+
+def test_fast_path_matches_exact_in_disagg():
+    p = plan(
+        prefill={"replicas": 2}, decode={"replicas": 3, "num_gpu_blocks": 300}, kv_transfer_bandwidth_gbps=25
+    )
+    workload = SyntheticWorkload(isl=900, osl=300, num_requests=90, concurrency=30)
+    fast = simulate(p, workload, perf="polynomial").summary
+    exact = simulate(p, workload, perf="polynomial", exact=True).summary
+    for key, value in exact.items():
+        if isinstance(value, int | float) and key != "wall_time_ms":
+            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+
+
+def test_prefix_reuse_counts_on_the_prefill_pool():
+    workload = SyntheticWorkload(
+        isl=1024, osl=4, num_requests=6, concurrency=1, shared_prefix_ratio=1.0, num_prefix_groups=1
+    )
+    rep = simulate(plan(kv_transfer_bandwidth_gbps=0), workload, perf="polynomial")
+    assert rep.summary["prefix_cache_reused_ratio"] == pytest.approx(5 * 960 / (6 * 1024))
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        (dict(mode="disagg", prefill=EngineSpec()), "needs both a prefill and a decode"),
+        (dict(mode="disagg", prefill=EngineSpec(block_size=32), decode=EngineSpec()), "block_size"),
+        (
+            dict(mode="disagg", prefill=EngineSpec(), decode=EngineSpec(), kv_transfer_bandwidth_gbps=-1),
+            "greater",
+        ),
+        (dict(prefill=EngineSpec()), "need mode: disagg"),
+    ],
+)
+def test_bad_disagg_plans(kw, match):
+    with pytest.raises(ValidationError, match=match):
+        DeploymentPlan(model="qwen3-8b", system="h200_sxm", **kw)
