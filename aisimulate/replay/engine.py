@@ -66,6 +66,7 @@ class Rank:
     ) -> None:
         self.spec = spec
         self.role = role  # agg | prefill | decode
+        self.stretch_keeps_cache = False
         self.policy: AdmissionPolicy = POLICIES[backend]()
         self.perf = perf
         self.collector = collector
@@ -537,9 +538,12 @@ class Rank:
         start before ``horizon_ms`` (the next arrival, which may cut the run); passes ending
         after ``until_ms`` (a timeline sample) are left out. None when not worth it. Nothing
         changes until :meth:`commit_stretch`."""
-        if self.exact or self.prefilling or not self.decoders or self._head_could_start():
+        if self.exact:
             return None
-        if self.materialized and self.num_running < self.spec.max_num_seqs:
+        # Arrived KV joins at the start of the pass either way; promoting it here lets the run
+        # of decode-only passes start with it.
+        self._promote_materialized(self.pass_idx)
+        if self.prefilling or not self.decoders or self._head_could_start():
             return None
         heap = self._finish_heap
         while heap[0] not in self.finish_at:
@@ -558,7 +562,8 @@ class Rank:
                 return None
             passes = min(passes, reach)
         d = len(self.decoders)
-        available = self.pool.available()
+        # A KV-aware router reads which blocks are cached: then a run must not evict any.
+        available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
         if d * (passes // bs + 1) > available:  # blocks might run out: find where
             need = np.asarray(self.residue, dtype=np.int64)[(p + np.arange(passes)) % bs]
             passes = min(passes, int(np.searchsorted(np.cumsum(need), available, side="right")))

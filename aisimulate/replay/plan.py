@@ -53,7 +53,21 @@ class EngineSpec(_Frozen):
 
 
 class RouterSpec(_Frozen):
-    mode: Literal["round_robin", "random", "least_loaded"] = "round_robin"
+    """How a pool picks a worker rank. The ``kv_router`` fields follow Dynamo's KV router."""
+
+    mode: Literal["round_robin", "random", "least_loaded", "kv_router"] = "round_robin"
+    overlap_score_credit: float = Field(default=1.0, ge=0, le=1)
+    overlap_score_credit_decay: float = Field(default=0.0, ge=0)
+    prefill_load_scale: float = Field(default=1.0, ge=0)
+    router_temperature: float = Field(default=0.0, ge=0)
+    decode_active_request_weight: float = Field(default=0.0, ge=0)
+    router_assume_kv_reuse: bool = True
+    router_track_prefill_tokens: bool = True
+    router_track_active_blocks: bool = True
+    # Busy filters (None: off): a rank over any is skipped unless every rank is.
+    active_decode_blocks_threshold: float | None = Field(default=None, gt=0)
+    active_prefill_tokens_threshold: float | None = Field(default=None, gt=0)
+    active_prefill_tokens_threshold_frac: float | None = Field(default=None, gt=0)
 
 
 class DeploymentPlan(_Frozen):

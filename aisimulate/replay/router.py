@@ -17,8 +17,17 @@ class Router(Protocol):
         """Index into ``ranks`` of the rank that gets ``request``."""
         ...
 
+    def release(self, request: Request) -> None:
+        """The request left the pool; routers that track load forget it."""
+        ...
 
-class RoundRobin:
+
+class _Stateless:
+    def release(self, request: Request) -> None:
+        del request
+
+
+class RoundRobin(_Stateless):
     def __init__(self) -> None:
         self._next = 0
 
@@ -28,7 +37,7 @@ class RoundRobin:
         return choice
 
 
-class RandomRouter:
+class RandomRouter(_Stateless):
     def __init__(self, rng: np.random.Generator) -> None:
         self._rng = rng
 
@@ -36,7 +45,7 @@ class RandomRouter:
         return int(self._rng.integers(len(ranks)))
 
 
-class LeastLoaded:
+class LeastLoaded(_Stateless):
     """Fewest active KV blocks, then fewest running and waiting requests, then lowest index."""
 
     def route(self, request: Request, ranks: Sequence[Rank]) -> int:
@@ -46,7 +55,11 @@ class LeastLoaded:
         )
 
 
-def make_router(spec: RouterSpec, rng: np.random.Generator) -> Router:
+def make_router(spec: RouterSpec, rng: np.random.Generator, *, decode_pool: bool = False) -> Router:
+    if spec.mode == "kv_router":
+        from aisimulate.replay.kv_router import KvRouter
+
+        return KvRouter(spec, rng, decode_pool=decode_pool)
     if spec.mode == "random":
         return RandomRouter(rng)
     if spec.mode == "least_loaded":

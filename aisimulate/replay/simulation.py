@@ -115,6 +115,7 @@ class Simulation:
         rank = pool.ranks[pool.router.route(r, pool.ranks)]
         was_idle_queue = not rank.waiting
         if not rank.enqueue(r):
+            pool.router.release(r)
             self.collector.reject(r)
             self._complete(r, now)
         elif was_idle_queue:
@@ -128,6 +129,7 @@ class Simulation:
             self._push(moved, _PASS_END, (worker, worker.version))
 
     def _complete(self, r: Request, now: float) -> None:
+        (self.decode_pool or self.entry).router.release(r)
         self.in_flight -= 1
         follow = self.next_turn.pop(r.rid, None)
         if follow is None:
@@ -139,6 +141,7 @@ class Simulation:
     # ---- disaggregation ------------------------------------------------------------------
     def _handoff(self, prefilled: Request, source: Rank, now: float) -> None:
         """A prompt finished on a prefill worker: pick its decode worker and reserve KV there."""
+        self.entry.router.release(prefilled)
         pool = self.decode_pool
         assert pool is not None
         max_len = pool.engine.spec.max_model_len

@@ -143,6 +143,15 @@ class Pool:
     worker_of: dict[int, Worker]
 
 
+def stretch_safe(router: RouterSpec) -> bool:
+    """Whether the router can route while workers run decode-only stretches: it must not read
+    per-pass KV occupancy (least_loaded, a busy threshold on active blocks). The KV router reads
+    which blocks are cached, so its pools' stretches never evict."""
+    if router.mode == "least_loaded":
+        return False
+    return router.mode != "kv_router" or router.active_decode_blocks_threshold is None
+
+
 def build_pool(
     role: str,
     engine: ResolvedEngine,
@@ -173,16 +182,18 @@ def build_pool(
                 )
                 for d in range(spec.attention_dp)
             ],
-            # A load-aware router must see every pass's KV state, so it steps pass by pass.
-            stretches=not exact and router_spec.mode in ("round_robin", "random"),
+            stretches=not exact and stretch_safe(router_spec),
         )
         for w in range(spec.replicas)
     ]
+    for worker in workers:
+        for rank in worker.ranks:
+            rank.stretch_keeps_cache = router_spec.mode == "kv_router"
     return Pool(
         role=role,
         engine=engine,
         workers=workers,
         ranks=[rank for worker in workers for rank in worker.ranks],
-        router=make_router(router_spec, rng),
+        router=make_router(router_spec, rng, decode_pool=role == "decode"),
         worker_of={id(rank): worker for worker in workers for rank in worker.ranks},
     )

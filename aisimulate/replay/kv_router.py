@@ -1,0 +1,156 @@
+"""Dynamo's KV-aware router: send a request where its cached prefix is and the load is low.
+
+For each candidate rank ``w`` (with ``R`` request blocks, ``bs`` tokens per block)::
+
+    credit_w   = overlap_score_credit / (1 + decay * ((prefill_w - min prefill) / bs) / R)
+    prefill    = max(0, (prefill_w + isl) / bs - credit_w * overlap_w)   (if prefill is tracked)
+    decode     = active_blocks_w + blocks of the request not already active on w
+    cost_w     = prefill_load_scale * prefill + decode + decode_active_request_weight * requests_w
+
+``overlap_w`` is the request's leading cached blocks on w; ``prefill_w`` the prompt tokens of
+requests routed to w that have not produced their first token (net of their cache hit at
+routing); ``active_blocks_w`` the distinct prompt blocks of w's unfinished requests. A decode
+pool (disaggregated) credits no overlap, tracks no prefill and assumes no reuse: pure
+decode-load balancing, as the reference derives its decode router.
+Temperature 0 takes the cheapest rank, ties broken by the seeded generator (the reference's
+ties are not reproducible); a positive temperature samples ``exp(-normalised cost / T)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from aisimulate.replay.engine import Rank
+from aisimulate.replay.plan import RouterSpec
+from aisimulate.replay.request import Request
+
+
+class KvRouter:
+    def __init__(self, spec: RouterSpec, rng: np.random.Generator, *, decode_pool: bool = False) -> None:
+        self.spec = spec
+        self.rng = rng
+        self.decode_pool = decode_pool
+        self._blocks: dict[int, Counter[int]] = {}  # rank id -> active named units -> requests
+        self._anon: dict[int, int] = {}  # rank id -> active unnamed prompt blocks
+        self._requests: dict[int, int] = {}
+        self._units: dict[int, int] = {}
+        self._routed: dict[int, tuple[int, int]] = {}  # request id -> (rank id, cached tokens)
+
+    # ---- state -----------------------------------------------------------------------------
+    def _prefill_tokens(self, rank: Rank) -> int:
+        """Prompt tokens routed to the rank that have not produced a first token yet."""
+        total = 0
+        for r in (*rank.waiting, *rank.prefilling):
+            routed = self._routed.get(r.rid)
+            if routed is not None:
+                total += r.prompt_len - routed[1]
+        return total
+
+    def costs(self, r: Request, ranks: Sequence[Rank]) -> list[float]:
+        spec, bs = self.spec, r.block_size
+        isl = r.prompt_len
+        blocks = -(-isl // bs)
+        track_prefill = spec.router_track_prefill_tokens and not self.decode_pool
+        credit = 0.0 if self.decode_pool else spec.overlap_score_credit
+        prefill = [self._prefill_tokens(rank) for rank in ranks] if track_prefill else [0] * len(ranks)
+        least = min(prefill)
+        out = []
+        for rank, pending in zip(ranks, prefill, strict=True):
+            unit = rank.unit
+            overlap = rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0] * unit if credit else 0
+            decay = 1.0
+            if spec.overlap_score_credit_decay and track_prefill:
+                decay = 1.0 / (1.0 + spec.overlap_score_credit_decay * ((pending - least) / bs) / blocks)
+            cost = 0.0
+            if track_prefill:
+                cost = spec.prefill_load_scale * max(0.0, (pending + isl) / bs - credit * decay * overlap)
+            if spec.router_track_active_blocks:
+                active = self._blocks.get(id(rank), Counter())
+                reuse = spec.router_assume_kv_reuse and not self.decode_pool
+                held = sum(unit for key in r.prompt_keys if key in active) if reuse else 0
+                cost += len(active) * unit + self._anon.get(id(rank), 0) + blocks - held
+            cost += spec.decode_active_request_weight * self._requests.get(id(rank), 0)
+            out.append(cost)
+        return out
+
+    def _busy(self, rank: Rank, pending: int) -> bool:
+        spec = self.spec
+        blocks_cap = spec.active_decode_blocks_threshold
+        if blocks_cap is not None and rank.pool.num_active / rank.pool.num_blocks > blocks_cap:
+            return True
+        if (
+            spec.active_prefill_tokens_threshold is not None
+            and pending > spec.active_prefill_tokens_threshold
+        ):
+            return True
+        frac = spec.active_prefill_tokens_threshold_frac
+        return frac is not None and pending > frac * rank.spec.max_num_batched_tokens
+
+    # ---- decision ----------------------------------------------------------------------------
+    def route(self, r: Request, ranks: Sequence[Rank]) -> int:
+        candidates = list(range(len(ranks)))
+        if self._any_threshold():
+            idle = [i for i in candidates if not self._busy(ranks[i], self._prefill_tokens(ranks[i]))]
+            candidates = idle or candidates  # all busy: route among all (no admission queue)
+        costs = self.costs(r, [ranks[i] for i in candidates])
+        choice = candidates[self._select(costs)]
+        self._on_dispatch(r, ranks[choice])
+        return choice
+
+    def _any_threshold(self) -> bool:
+        spec = self.spec
+        return any(
+            x is not None
+            for x in (
+                spec.active_decode_blocks_threshold,
+                spec.active_prefill_tokens_threshold,
+                spec.active_prefill_tokens_threshold_frac,
+            )
+        )
+
+    def _select(self, costs: list[float]) -> int:
+        low, high = min(costs), max(costs)
+        temperature = self.spec.router_temperature
+        if temperature <= 0 or high == low:
+            ties = [i for i, c in enumerate(costs) if c == low]
+            return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
+        weights = [math.exp(-((c - low) / (high - low)) / temperature) for c in costs]
+        total = sum(weights)
+        return int(self.rng.choice(len(costs), p=[w / total for w in weights]))
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def _on_dispatch(self, r: Request, rank: Rank) -> None:
+        key = id(rank)
+        cached = (
+            0
+            if self.decode_pool
+            else rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0] * rank.unit
+        )
+        self._routed[r.rid] = (key, min(cached, r.prompt_len))
+        self._blocks.setdefault(key, Counter()).update(r.prompt_keys)
+        self._units[key] = rank.unit
+        self._anon[key] = self._anon.get(key, 0) + _unnamed_blocks(r, rank.unit)
+        self._requests[key] = self._requests.get(key, 0) + 1
+
+    def release(self, r: Request) -> None:
+        """The request left the pool (finished, handed off, or rejected)."""
+        routed = self._routed.pop(r.rid, None)
+        if routed is None:
+            return
+        key = routed[0]
+        active = self._blocks[key]
+        active.subtract(r.prompt_keys)
+        for name in set(r.prompt_keys):
+            if active[name] <= 0:
+                del active[name]
+        self._anon[key] -= _unnamed_blocks(r, self._units[key])
+        self._requests[key] -= 1
+
+
+def _unnamed_blocks(r: Request, unit: int) -> int:
+    """Prompt blocks not covered by the request's named units."""
+    return max(-(-r.prompt_len // r.block_size) - len(r.prompt_keys) * unit, 0)

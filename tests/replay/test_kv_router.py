@@ -1,0 +1,149 @@
+"""The KV-aware router's cost, term by term, on hand-built worker states."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from aisimulate.perf import PolynomialPerfModel
+from aisimulate.replay import DeploymentPlan, EngineSpec, RouterSpec, simulate
+from aisimulate.replay.engine import Rank
+from aisimulate.replay.kv_router import KvRouter
+from aisimulate.replay.metrics import Collector
+from aisimulate.replay.request import Request
+from aisimulate.workload import RequestSpec, SyntheticWorkload
+
+SHARED = tuple(range(100, 108))  # 8 shareable blocks of 64 tokens
+
+
+def request(rid, isl=1024, ids=SHARED):
+    spec = RequestSpec(
+        request_id=rid,
+        session_id=rid,
+        turn=0,
+        input_tokens=isl,
+        output_tokens=8,
+        hash_ids=(*ids, *range(1000 * (rid + 1), 1000 * (rid + 1) + 8)),
+        hash_block_tokens=64,
+        num_shareable_hash_ids=len(ids),
+    )
+    return Request.from_spec(spec, 0.0, 64, max_model_len=None)
+
+
+def ranks(n=2):
+    return [
+        Rank(EngineSpec(num_gpu_blocks=200), "vllm", PolynomialPerfModel(), 200, Collector(), worker=i)
+        for i in range(n)
+    ]
+
+
+def router(**kw):
+    return KvRouter(RouterSpec(mode="kv_router", **kw), np.random.default_rng(0))
+
+
+def test_cached_prefix_earns_credit():
+    a, b = ranks()
+    r = request(0)
+    a.pool.acquire(r.prompt_keys[:4])
+    a.pool.release(r.prompt_keys[:4], anon_full=0, anon_partial=0)  # cached, not active
+    # a: prefill 1024/64 - 4 cached = 12, decode 0 active + 16 new = 16; b: 16 + 16.
+    assert router().costs(r, [a, b]) == [28, 32]
+    assert router().route(r, [a, b]) == 0
+
+
+def test_pending_prefill_tokens_and_scale():
+    a, b = ranks()
+    rt = router(prefill_load_scale=2.0)
+    earlier = request(1, isl=512)
+    b.waiting.append(earlier)
+    rt._on_dispatch(earlier, b)
+    r = request(0)
+    costs = rt.costs(r, [a, b])
+    # b: 2 * (512 + 1024) / 64 = 48, plus its 8 active blocks and the request's 16 (8 shared).
+    assert costs[1] == 2 * 24 + 8 + 16 - 8
+    assert costs[0] == 2 * 16 + 16
+
+
+def test_active_blocks_dedup_and_release():
+    a, _ = ranks()
+    rt = router()
+    first, second = request(0), request(1)
+    rt._on_dispatch(first, a)
+    assert rt._requests[id(a)] == 1 and sum(rt._blocks[id(a)].values()) == 8
+    # The second request shares 8 named blocks with the active first one.
+    assert rt.costs(second, [a])[0] == 16 + (8 + 8) + (16 - 8)
+    rt.release(first)
+    assert rt._blocks[id(a)] == Counter() and rt._anon[id(a)] == 0 and rt._requests[id(a)] == 0
+
+
+def test_active_request_weight_and_decode_pool():
+    a, b = ranks()
+    rt = KvRouter(
+        RouterSpec(mode="kv_router", decode_active_request_weight=5.0),
+        np.random.default_rng(0),
+        decode_pool=True,
+    )
+    r = request(0)
+    a.pool.acquire(r.prompt_keys)  # cached on a, but a decode pool credits no overlap
+    rt._on_dispatch(request(1), b)
+    assert rt.costs(r, [a, b]) == [16, 16 + 8 + 8 + 5]
+
+
+def test_temperature_zero_is_argmin_with_seeded_ties():
+    rt = router()
+    assert {rt._select([3.0, 1.0, 2.0]) for _ in range(20)} == {1}
+    picks = [rt._select([1.0, 1.0]) for _ in range(200)]
+    assert set(picks) == {0, 1}
+    again = router()
+    assert [again._select([1.0, 1.0]) for _ in range(200)] == picks  # same seed, same ties
+
+
+def test_temperature_samples_the_softmax_of_normalised_costs():
+    rt = router(router_temperature=1.0)
+    picks = Counter(rt._select([10.0, 20.0]) for _ in range(4000))
+    expected = 1 / (1 + np.exp(-1.0))
+    assert picks[0] / 4000 == pytest.approx(expected, abs=0.03)
+
+
+def test_busy_workers_are_skipped():
+    a, b = ranks()
+    rt = router(active_prefill_tokens_threshold=100)
+    earlier = request(1, isl=512)
+    a.waiting.append(earlier)
+    rt._on_dispatch(earlier, a)
+    r = request(0)
+    a.pool.acquire(r.prompt_keys)  # a would be cheaper, but it is busy
+    assert rt.route(r, [a, b]) == 1
+
+
+def test_kv_router_improves_reuse_under_cache_pressure():
+    workload = SyntheticWorkload(
+        isl=2048, osl=64, num_requests=300, concurrency=16, shared_prefix_ratio=0.75, num_prefix_groups=12
+    )
+    reuse = {}
+    for mode in ("round_robin", "kv_router"):
+        plan = DeploymentPlan(
+            model="meta-llama/Llama-3.1-8B",
+            system="h200_sxm",
+            agg=EngineSpec(num_gpu_blocks=260, replicas=4),
+            router={"mode": mode},
+        )
+        reuse[mode] = simulate(plan, workload, perf="polynomial").summary["prefix_cache_reused_ratio"]
+    assert reuse["kv_router"] > reuse["round_robin"] + 0.1
+
+
+def test_kv_router_fast_path_equals_exact_and_is_reproducible():
+    workload = SyntheticWorkload(
+        isl=1024, osl=200, num_requests=120, concurrency=32, shared_prefix_ratio=0.5, num_prefix_groups=4
+    )
+    plan = DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        agg=EngineSpec(num_gpu_blocks=2000, replicas=3),
+        router={"mode": "kv_router"},
+    )
+    a = simulate(plan, workload, perf="polynomial", seed=5).summary
+    b = simulate(plan, workload, perf="polynomial", seed=5, exact=True).summary
+    for key, value in b.items():
+        if isinstance(value, int | float) and key != "wall_time_ms":
+            assert a[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
