@@ -309,9 +309,10 @@ class Rank:
         )
 
     # ---- disaggregation: the decode side -------------------------------------------------
-    def reserve(self, r: Request) -> int | None:
+    def reserve(self, r: Request, committed: int = 0) -> int | None:
         """Hold destination blocks for a prompt arriving from a prefill worker; None if they do
-        not fit yet. Returns how many of its blocks are missing here (what must be sent)."""
+        not fit yet (``committed``: blocks a running stretch has taken but not yet booked).
+        Returns how many of its blocks are missing here (what must be sent)."""
         bs, unit, pool = self.block_size, self.unit, self.pool
         computed = r.prompt_len - 1  # the last prompt token is computed by the first decode step
         total = ceil_div(computed, bs)
@@ -319,9 +320,10 @@ class Rank:
         inactive_hits = sum(1 for key in r.prompt_keys[:matched] if key not in pool.active)
         cost = total - matched * unit + inactive_hits * unit
         if self.policy.name == "trtllm":
-            if r.final_blocks - hot * unit > pool.num_blocks - pool.num_active - self.reserved_blocks:
+            room = pool.num_blocks - pool.num_active - self.reserved_blocks - committed
+            if r.final_blocks - hot * unit > room:
                 return None
-        elif cost > pool.available():
+        elif cost > pool.available() - committed:
             return None
         pool.acquire(r.prompt_keys[:matched])
         pool.allocate_anon(total - matched * unit)
@@ -585,14 +587,19 @@ class Rank:
             ends = ends[: max(int(np.searchsorted(ends, until_ms, side="right")), 1)]
         return ends
 
+    def stretch_blocks(self, passes: int) -> int:
+        """Blocks the decoders take over the next ``passes`` decode-only passes."""
+        p, bs = self.pass_idx, self.block_size
+        cycles, rest = divmod(passes, bs)
+        residue = self.residue
+        # Over a whole cycle of block_size passes every decoder takes exactly one block.
+        return cycles * len(self.decoders) + sum(residue[(p + i) % bs] for i in range(rest))
+
     def commit_stretch(self, ends: np.ndarray) -> list[Request]:
         """Apply the first ``len(ends)`` passes of the planned stretch."""
         k = len(ends)
-        p, d, bs = self.pass_idx, len(self.decoders), self.block_size
-        cycles, rest = divmod(k, bs)
-        residue = self.residue
-        # Over a whole cycle of block_size passes every decoder takes exactly one block.
-        blocks = cycles * d + sum(residue[(p + i) % bs] for i in range(rest))
+        p, d = self.pass_idx, len(self.decoders)
+        blocks = self.stretch_blocks(k)
         self.pool.allocate_anon(blocks)
         self.reserved_blocks -= blocks
         active = self.pool.num_active

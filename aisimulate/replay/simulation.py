@@ -165,9 +165,15 @@ class Simulation:
     def _reserve(self, rank: Rank, now: float) -> None:
         """Start the transfers of queued prompts, in order, while the decode rank has room."""
         queue = self.pending.get(id(rank))
+        if not queue:
+            return
+        # Blocks are taken at each pass's start: a running stretch keeps only its passes that
+        # started before now, whose blocks the reservation must leave room for.
+        self._wake(rank, now)
+        committed = rank.stretch_blocks(self.worker_of[id(rank)].stretch_passes)
         while queue:
             r, prefilled, source = queue[0]
-            missing = rank.reserve(r)
+            missing = rank.reserve(r, committed)
             if missing is None:
                 return
             queue.popleft()

@@ -120,6 +120,11 @@ class Worker:
         self.version += 1
         return float(ends[keep - 1])
 
+    @property
+    def stretch_passes(self) -> int:
+        """Passes of the running stretch (0 when none)."""
+        return 0 if self._stretch is None else len(self._stretch)
+
     def end(self, end_ms: float) -> list[Request]:
         self.busy = False
         if self._stretch is not None:
