@@ -231,11 +231,14 @@ class Simulation:
             self._drain(0.0)
         while (now := self._next_time()) is not None:
             if self.max_sim_time_ms is not None and now > self.max_sim_time_ms:
-                break
+                return
             self._drain(now)
+        if self.in_flight:
+            raise AssertionError(f"replay deadlocked with {self.in_flight} requests in flight")
 
     def _drain(self, now: float) -> None:
         heap = self.heap
+        stalled: set[int] = set()
         while True:
             while heap and heap[0][0] <= now and heap[0][1] == _PASS_END:
                 _, _, _, (worker, version) = heapq.heappop(heap)
@@ -268,10 +271,14 @@ class Simulation:
             if not self.closed and (upcoming := self._next_session()) is not None:
                 horizon = upcoming.arrival_ms
             for worker in self.workers:
-                if not worker.busy and worker.has_work():
+                if not worker.busy and worker.has_work() and id(worker) not in stalled:
                     end = worker.begin(now, horizon, until)
                     if end <= now and not any(rank.num_running for rank in worker.ranks):
-                        raise AssertionError("a worker with waiting requests could schedule nothing")
+                        # Nothing fits until something elsewhere frees KV (a prefill worker
+                        # holding prompts not yet sent): idle until the next event.
+                        worker.busy = False
+                        stalled.add(id(worker))
+                        continue
                     self._push(end, _PASS_END, (worker, worker.version))
                     started_instant |= end <= now
             if not started_instant and not (heap and heap[0][0] <= now):
