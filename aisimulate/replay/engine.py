@@ -77,11 +77,17 @@ class Rank:
         self.pool = BlockPool(num_gpu_blocks, unit=unit, enable_prefix_caching=spec.enable_prefix_caching)
         self.capacity_tokens = num_gpu_blocks * spec.block_size
         self.tokens_per_step = tokens_per_step
-        # The aggregate decode step assumes every decoding request fits the token budget, and
-        # that a victim is never a request already scheduled in the pass (true for LIFO only).
+        # The aggregate decode step assumes every decoding request fits the token budget, that a
+        # victim is never a request already scheduled in the pass (true for LIFO only), and that
+        # each decoder emits one token per pass (not a random MTP burst).
         self.exact = (
-            exact or spec.max_num_seqs > spec.max_num_batched_tokens or spec.preemption_mode == "fifo"
+            exact
+            or spec.max_num_seqs > spec.max_num_batched_tokens
+            or spec.preemption_mode == "fifo"
+            or spec.nextn > 0
         )
+        self._accept_rates = spec.accept_rates
+        self._mtp_rng = np.random.default_rng([spec.mtp_seed, worker, rank])
         self.waiting: deque[Request] = deque()
         # Decode role: requests whose KV arrived from a prefill worker, ready to decode.
         self.materialized: deque[Request] = deque()
@@ -362,6 +368,16 @@ class Rank:
         # Each decoder attends to its computed tokens plus the one it computes now.
         return budget - d, d, self.dec_ctx + d
 
+    def _burst(self, remaining: int) -> int:
+        """Tokens a decoder emits this step: one, plus each draft accepted before the first
+        rejection (MTP), capped by the output it has left."""
+        tokens = 1
+        for rate in self._accept_rates:
+            if self._mtp_rng.random() >= rate:
+                break
+            tokens += 1
+        return min(tokens, remaining)
+
     def _decode_exact(self, p: int, budget: int) -> tuple[int, int, int]:
         bs = self.block_size
         d = d_ctx = 0
@@ -370,14 +386,16 @@ class Rank:
                 continue  # preempted as a victim of an earlier request
             if budget <= 0:
                 break
-            if r.num_computed % bs == 0:
-                if not self._make_room(1, p, r):
+            burst = self._burst(r.max_output - r.generated) if self._accept_rates else 1
+            new = ceil_div(r.num_computed + burst, bs) - r.n_blocks  # KV for the whole burst
+            if new > 0:
+                if not self._make_room(new, p, r):
                     continue
-                self.pool.allocate_anon(1)
-                self.reserved_blocks -= 1
-                r.n_blocks += 1
-            r.num_computed += 1
-            r.scheduled_take = 1
+                self.pool.allocate_anon(new)
+                self.reserved_blocks -= new
+                r.n_blocks += new
+            r.num_computed += burst
+            r.scheduled_take = burst
             budget -= 1
             d += 1
             d_ctx += r.num_computed
@@ -430,7 +448,8 @@ class Rank:
         collector = self.collector
         if self.exact:
             for r in list(self.decoders.values()):
-                if r.scheduled_take != 1:
+                burst = r.scheduled_take
+                if not burst:
                     continue
                 r.scheduled_take = 0
                 if r.generated == 0:
@@ -438,9 +457,12 @@ class Rank:
                     collector.emitted_tokens += 1
                 else:
                     collector.gap(end_ms - r.last_token_ms, 1)
-                r.generated += 1
-                if r.generated == 2:
+                if burst > 1:  # a burst's tokens share the pass end
+                    collector.gap(0.0, burst - 1)
+                collector.decode_step(burst)
+                if r.generated < 2 <= r.generated + burst:
                     r.second_token_ms = end_ms
+                r.generated += burst
                 r.last_token_ms = end_ms
                 if r.generated >= r.max_output:
                     del self.decoders[r.admit_seq]
@@ -519,6 +541,8 @@ class Rank:
         full hit; only a request that was preempted can hit its own run, right after its
         units."""
         limit = (r.seq_len - 1) // self.block_size
+        if self.spec.nextn:
+            limit = max(limit - 1, 0)  # the drafter needs the hidden states of one more block
         matched, hot = self.pool.match_prefix(r.prompt_keys, limit // self.unit)
         run = 0
         if r.preemptions and matched * self.unit == r.run_start:

@@ -84,6 +84,8 @@ class Collector:
         self.rejected: list[Request] = []
         self.committed_prefill_tokens = 0
         self.emitted_tokens = 0
+        self.decode_steps = 0
+        self.decode_step_tokens = 0
 
     def admission(self, r: Request, cached_tokens: int, now_ms: float) -> None:
         if r.first_admit_ms is None:
@@ -104,6 +106,11 @@ class Collector:
         self.gap_ms.append(gap_ms)
         self.gap_weight.append(weight)
         self.emitted_tokens += weight
+
+    def decode_step(self, tokens: int) -> None:
+        """One decoder's step emitted ``tokens`` (more than one with speculative decoding)."""
+        self.decode_steps += 1
+        self.decode_step_tokens += tokens
 
     def gaps(self, gaps_ms: np.ndarray, weight: int) -> None:
         """The same ``weight`` decoders' gaps over several consecutive passes."""

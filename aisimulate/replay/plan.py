@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Backend = Literal["vllm", "sglang", "trtllm"]
 
@@ -46,6 +46,23 @@ class EngineSpec(_Frozen):
     preemption_mode: Literal["lifo", "fifo"] = "lifo"
     startup_time: float | None = Field(default=None, ge=0, description="seconds before a new worker serves")
     sglang: SglangOptions = SglangOptions()
+    # Speculative decoding (MTP/Eagle): drafts per step and P(draft i accepted | earlier ones were).
+    nextn: int = Field(default=0, ge=0, le=5)
+    nextn_accept_rates: list[float] | None = None
+    mtp_seed: int = 42
+
+    @field_validator("nextn_accept_rates")
+    @classmethod
+    def _rates(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and any(not 0 <= x <= 1 for x in value):
+            raise ValueError(f"acceptance rates must be in [0, 1], got {value}")
+        return value
+
+    @property
+    def accept_rates(self) -> list[float]:
+        """Per-position conditional acceptance, padded with zeros to ``nextn`` (default 0.85, 0.3)."""
+        rates = self.nextn_accept_rates if self.nextn_accept_rates is not None else [0.85, 0.3]
+        return (list(rates) + [0.0] * self.nextn)[: self.nextn]
 
     @property
     def gpus_per_worker(self) -> int:

@@ -128,6 +128,8 @@ def summarize(
     summary["first_admission_prefix_cache_reused_ratio"] = (
         sum(r.first_reused_tokens for r in done) / total_in if total_in else 0.0
     )
+    if collector.decode_step_tokens > collector.decode_steps:  # speculative decoding ran
+        summary["mean_tokens_per_step"] = collector.decode_step_tokens / collector.decode_steps
     if collector.transfer_ms:
         summary["kv_transfer_ms_mean"] = float(np.mean(collector.transfer_ms))
     summary["preemptions"] = preemptions

@@ -51,6 +51,7 @@ def resolve_engine(
         max_num_batched_tokens=spec.max_num_batched_tokens,
         max_num_seqs=spec.max_num_seqs,
         max_model_len=spec.max_model_len,
+        nextn=spec.nextn,
     )
     blocks = spec.num_gpu_blocks
     if blocks is None:
@@ -64,6 +65,7 @@ def resolve_engine(
         shape=shape,
         backend=plan.backend,
         kv_cache_dtype=spec.kv_cache_dtype,
+        nextn=spec.nextn,
         table_path=perf_table,
     )
     return ResolvedEngine(
@@ -184,6 +186,7 @@ def build_pool(
                     rank=d,
                     unit=unit,
                     role=role,
+                    tokens_per_step=1.0 + spec.nextn,
                 )
                 for d in range(spec.attention_dp)
             ],
