@@ -26,15 +26,14 @@ from collections import deque
 
 import numpy as np
 
-from aisimulate.perf.model import BatchArrays, PerfModel
+from aisimulate.perf.model import PerfModel
+from aisimulate.replay.destination import DecodeDestination
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.plan import EngineSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import POLICIES, AdmissionPolicy, ceil_div
-
-# Shorter decode-only runs are cheaper pass by pass than as one vectorised stretch.
-MIN_STRETCH_PASSES = 6
+from aisimulate.replay.stretch import DecodeStretches
 
 
 def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, int, float]:
@@ -46,7 +45,7 @@ def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, int,
     return tokens, len(chunks), context, float(pairs)
 
 
-class Rank:
+class Rank(DecodeStretches, DecodeDestination):
     """A scheduler and its KV pool (one attention-DP rank of a worker)."""
 
     def __init__(
@@ -261,6 +260,21 @@ class Rank:
                 return False
         return True
 
+    def _prefix_hit(self, r: Request) -> tuple[int, int, int]:
+        """(units matched, of them active, blocks of r's own run matched) for admitting r.
+
+        The recompute rule caps the match so that at least the last block is computed even on a
+        full hit; only a request that was preempted can hit its own run, right after its
+        units."""
+        limit = (r.seq_len - 1) // self.block_size
+        if self.spec.nextn:
+            limit = max(limit - 1, 0)  # the drafter needs the hidden states of one more block
+        matched, hot = self.pool.match_prefix(r.prompt_keys, limit // self.unit)
+        run = 0
+        if r.preemptions and matched * self.unit == r.run_start:
+            run = min(self.pool.cached_run(own_run_key(r.rid, r.preemptions - 1)), limit - r.run_start)
+        return matched, hot, run
+
     # ---- the pass ------------------------------------------------------------------------
     def begin_pass(self, now_ms: float) -> float:
         """Schedule one pass starting at ``now_ms`` (mutating KV state); return its duration."""
@@ -313,40 +327,6 @@ class Rank:
             d_ctx,
             self.capacity_tokens,
         )
-
-    # ---- disaggregation: the decode side -------------------------------------------------
-    def reserve(self, r: Request, committed: int = 0) -> int | None:
-        """Hold destination blocks for a prompt arriving from a prefill worker; None if they do
-        not fit yet (``committed``: blocks a running stretch has taken but not yet booked).
-        Returns how many of its blocks are missing here (what must be sent)."""
-        bs, unit, pool = self.block_size, self.unit, self.pool
-        computed = r.prompt_len - 1  # the last prompt token is computed by the first decode step
-        total = ceil_div(computed, bs)
-        matched, hot = pool.match_prefix(r.prompt_keys, computed // bs // unit)
-        inactive_hits = sum(1 for key in r.prompt_keys[:matched] if key not in pool.active)
-        cost = total - matched * unit + inactive_hits * unit
-        if self.policy.name == "trtllm":
-            room = pool.num_blocks - pool.num_active - self.reserved_blocks - committed
-            if r.final_blocks - hot * unit > room:
-                return None
-        elif cost > pool.available() - committed:
-            return None
-        pool.acquire(r.prompt_keys[:matched])
-        pool.allocate_anon(total - matched * unit)
-        r.n_keyed, r.n_blocks, r.num_computed = matched * unit, total, computed
-        self.reserved_blocks += r.final_blocks - total
-        return total - matched * unit
-
-    def activate(self, r: Request) -> None:
-        """The KV transfer finished: r decodes from the next pass that has room."""
-        self.materialized.append(r)
-
-    def _promote_materialized(self, p: int) -> None:
-        while self.materialized and self.num_running < self.spec.max_num_seqs:
-            r = self.materialized.popleft()
-            r.admit_seq = self._admissions
-            self._admissions += 1
-            self._start_decoding(r, p)
 
     def _decode_fast(self, p: int, budget: int) -> tuple[int, int, int]:
         bs = self.block_size
@@ -532,110 +512,3 @@ class Rank:
     def release_sent(self, r: Request) -> None:
         """Prefill role: the KV of a finished prompt has reached its decode worker."""
         self._release(r, recompute=False)
-
-    # ---- decode-only stretches -----------------------------------------------------------
-    def _prefix_hit(self, r: Request) -> tuple[int, int, int]:
-        """(units matched, of them active, blocks of r's own run matched) for admitting r.
-
-        The recompute rule caps the match so that at least the last block is computed even on a
-        full hit; only a request that was preempted can hit its own run, right after its
-        units."""
-        limit = (r.seq_len - 1) // self.block_size
-        if self.spec.nextn:
-            limit = max(limit - 1, 0)  # the drafter needs the hidden states of one more block
-        matched, hot = self.pool.match_prefix(r.prompt_keys, limit // self.unit)
-        run = 0
-        if r.preemptions and matched * self.unit == r.run_start:
-            run = min(self.pool.cached_run(own_run_key(r.rid, r.preemptions - 1)), limit - r.run_start)
-        return matched, hot, run
-
-    def _head_could_start(self) -> bool:
-        """Whether a decode-only pass now could admit the waiting head (conservatively)."""
-        if not self.waiting or self.num_running >= self.spec.max_num_seqs:
-            return False
-        r = self.waiting[0]
-        return self.policy.admissible(self, r, self._prefix_hit(r)[1] * self.unit)
-
-    def plan_stretch(
-        self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")
-    ) -> np.ndarray | None:
-        """End times of the identical decode-only passes from now up to (and including) the
-        next completion, if at least ``MIN_STRETCH_PASSES`` of them need no preemption and
-        start before ``horizon_ms`` (the next arrival, which may cut the run); passes ending
-        after ``until_ms`` (a timeline sample) are left out. None when not worth it. Nothing
-        changes until :meth:`commit_stretch`."""
-        if self.exact:
-            return None
-        # Arrived KV joins at the start of the pass either way; promoting it here lets the run
-        # of decode-only passes start with it.
-        self._promote_materialized(self.pass_idx)
-        if self.prefilling or not self.decoders or self._head_could_start():
-            return None
-        heap = self._finish_heap
-        while heap[0] not in self.finish_at:
-            heapq.heappop(heap)
-        p, bs = self.pass_idx, self.block_size
-        passes = heap[0] - p + 1
-        if passes < MIN_STRETCH_PASSES:
-            return None
-        horizon_ms = min(horizon_ms, until_ms)
-        if horizon_ms != float("inf"):
-            d = len(self.decoders)
-            ctx = self.dec_ctx + d
-            first = self.perf.time_ms(0, 0, 0.0, 0, d, ctx, self.tokens_per_step, ctx, self.capacity_tokens)
-            reach = int((horizon_ms - now_ms) / first) + 2  # passes only grow longer
-            if reach < MIN_STRETCH_PASSES:
-                return None
-            passes = min(passes, reach)
-        d = len(self.decoders)
-        # A KV-aware router reads which blocks are cached: then a run must not evict any.
-        available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
-        if d * (passes // bs + 1) > available:  # blocks might run out: find where
-            need = np.asarray(self.residue, dtype=np.int64)[(p + np.arange(passes)) % bs]
-            passes = min(passes, int(np.searchsorted(np.cumsum(need), available, side="right")))
-            if passes < MIN_STRETCH_PASSES:
-                return None
-        grown = d * np.arange(1, passes + 1, dtype=np.float64)
-        times = self.perf.pass_times_ms(
-            BatchArrays(
-                decode_requests=np.full(passes, float(d)),
-                decode_context_tokens=self.dec_ctx + grown,
-                tokens_per_step=self.tokens_per_step,
-                active_kv_tokens=self.dec_ctx + grown,
-                kv_capacity_tokens=self.capacity_tokens,
-            )
-        )
-        # Sequential sums from now, exactly as pass-by-pass stepping adds them.
-        ends = np.cumsum(np.concatenate(([now_ms], times)))[1:]
-        if until_ms != float("inf"):
-            ends = ends[: max(int(np.searchsorted(ends, until_ms, side="right")), 1)]
-        return ends
-
-    def stretch_blocks(self, passes: int) -> int:
-        """Blocks the decoders take over the next ``passes`` decode-only passes."""
-        p, bs = self.pass_idx, self.block_size
-        cycles, rest = divmod(passes, bs)
-        residue = self.residue
-        # Over a whole cycle of block_size passes every decoder takes exactly one block.
-        return cycles * len(self.decoders) + sum(residue[(p + i) % bs] for i in range(rest))
-
-    def commit_stretch(self, ends: np.ndarray) -> list[Request]:
-        """Apply the first ``len(ends)`` passes of the planned stretch."""
-        k = len(ends)
-        p, d = self.pass_idx, len(self.decoders)
-        blocks = self.stretch_blocks(k)
-        self.pool.allocate_anon(blocks)
-        self.reserved_blocks -= blocks
-        active = self.pool.num_active
-        if active > self.max_active_blocks:
-            self.max_active_blocks = active
-        self.pass_end_ms.append(float(ends[0]))
-        self._decoder_gaps(float(ends[0]), d)
-        if k > 1:
-            self.collector.gaps(np.diff(ends), d)
-            self.pass_end_ms.extend(ends[1:].tolist())
-        self.dec_ctx += d * k
-        self.pass_idx += k
-        finished: list[Request] = []
-        self._finish_decoders(p + k - 1, finished)
-        return self._retire(finished, float(ends[-1]))
