@@ -77,6 +77,13 @@ class KvRouter:
             out.append(cost)
         return out
 
+    def should_hold(self, ranks: Sequence[Rank]) -> bool:
+        """Admission control: every rank has more pending prefill than the queue threshold."""
+        limit = self.spec.router_queue_threshold
+        if limit is None or self.decode_pool:
+            return False
+        return all(self._prefill_tokens(rank) > limit * rank.spec.max_num_batched_tokens for rank in ranks)
+
     def _busy(self, rank: Rank, pending: int) -> bool:
         spec = self.spec
         blocks_cap = spec.active_decode_blocks_threshold

@@ -76,6 +76,7 @@ class Collector:
     def __init__(self, *, on_admission: Callable[[int], None] | None = None) -> None:
         self._on_admission = on_admission
         self.transfer_ms: list[float] = []
+        self.held_ms: list[float] = []
         self.gap_ms = array("d")
         self.gap_weight = array("q")
         self.gap_chunks: list[np.ndarray] = []
@@ -101,6 +102,10 @@ class Collector:
 
     def transfer(self, ms: float) -> None:
         self.transfer_ms.append(ms)
+
+    def held(self, ms: float) -> None:
+        """A request waited ``ms`` in the router's admission queue."""
+        self.held_ms.append(ms)
 
     def gap(self, gap_ms: float, weight: int) -> None:
         self.gap_ms.append(gap_ms)

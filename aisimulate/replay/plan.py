@@ -85,6 +85,10 @@ class RouterSpec(_Frozen):
     active_decode_blocks_threshold: float | None = Field(default=None, gt=0)
     active_prefill_tokens_threshold: float | None = Field(default=None, gt=0)
     active_prefill_tokens_threshold_frac: float | None = Field(default=None, gt=0)
+    # Admission control: hold arrivals while every rank has more pending prefill than this many
+    # token budgets (None: never hold; 0: hold while every rank has any pending prefill).
+    router_queue_threshold: float | None = Field(default=None, ge=0)
+    router_queue_policy: Literal["fcfs", "lcfs"] = "fcfs"
 
 
 class DeploymentPlan(_Frozen):

@@ -130,6 +130,9 @@ def summarize(
     )
     if collector.decode_step_tokens > collector.decode_steps:  # speculative decoding ran
         summary["mean_tokens_per_step"] = collector.decode_step_tokens / collector.decode_steps
+    if collector.held_ms:
+        summary["router_queued_requests"] = len(collector.held_ms)
+        summary["mean_router_queue_ms"] = float(np.mean(collector.held_ms))
     if collector.transfer_ms:
         summary["kv_transfer_ms_mean"] = float(np.mean(collector.transfer_ms))
     summary["preemptions"] = preemptions
@@ -160,6 +163,7 @@ def request_records(collector: Collector) -> list[dict[str, Any]]:
             "dp_rank": r.rank,
             "prefill_worker_idx": r.prefill_worker if r.prefill_worker >= 0 else None,
             "kv_transfer_ms": r.kv_transfer_ms,
+            "router_queue_ms": r.router_queue_ms,
             "preemptions": r.preemptions,
         }
         if done:

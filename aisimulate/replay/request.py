@@ -49,6 +49,7 @@ class Request:
     rejected: bool = False
     prefill_worker: int = -1  # disaggregated: where the prompt was computed
     kv_transfer_ms: float | None = None
+    router_queue_ms: float = 0.0  # time held by the router's admission queue
 
     @classmethod
     def from_spec(

@@ -21,10 +21,18 @@ class Router(Protocol):
         """The request left the pool; routers that track load forget it."""
         ...
 
+    def should_hold(self, ranks: Sequence[Rank]) -> bool:
+        """Admission control: hold arrivals in the router's queue for now."""
+        ...
+
 
 class _Stateless:
     def release(self, request: Request) -> None:
         del request
+
+    def should_hold(self, ranks: Sequence[Rank]) -> bool:
+        del ranks
+        return False
 
 
 class RoundRobin(_Stateless):

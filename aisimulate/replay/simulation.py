@@ -71,6 +71,7 @@ class Simulation:
         self.transfer_gbps = transfer_bandwidth(plan) if plan.mode == "disagg" else 0.0
         self.destination_missing = plan.kv_transfer_timing == "destination_missing"
         self.pending: dict[int, deque[tuple[Request, Request, Rank]]] = {}
+        self.held: deque[Request] = deque()  # the entry router's admission queue
         self.workers = [worker for pool in self.pools for worker in pool.workers]
         self.ranks = [rank for pool in self.pools for rank in pool.ranks]
         self.worker_of = {k: v for pool in self.pools for k, v in pool.worker_of.items()}
@@ -112,6 +113,23 @@ class Simulation:
         r = Request.from_spec(spec, now, self.block_size, max_model_len=pool.engine.spec.max_model_len)
         if pool.role == "prefill":
             r.max_output = 1  # the prefill copy: its one token is produced with the prefill
+        if self.held or pool.router.should_hold(pool.ranks):
+            self.held.append(r)
+            return
+        self._dispatch(r, now)
+
+    def _release_held(self, now: float) -> None:
+        """Admission control: route held requests while the router lets them through."""
+        pool = self.entry
+        lifo = pool.router_spec.router_queue_policy == "lcfs"
+        while self.held and not pool.router.should_hold(pool.ranks):
+            r = self.held.pop() if lifo else self.held.popleft()
+            r.router_queue_ms = now - r.arrival_ms
+            self.collector.held(r.router_queue_ms)
+            self._dispatch(r, now)
+
+    def _dispatch(self, r: Request, now: float) -> None:
+        pool = self.entry
         rank = pool.ranks[pool.router.route(r, pool.ranks)]
         was_idle_queue = not rank.waiting
         if not rank.enqueue(r):
@@ -252,6 +270,8 @@ class Simulation:
                 if worker.ranks[0].role == "decode":
                     for rank in worker.ranks:
                         self._reserve(rank, now)
+            if self.held:
+                self._release_held(now)
             while heap and heap[0][0] <= now and heap[0][1] == _TRANSFER:
                 _, _, _, (r, prefilled, source, rank) = heapq.heappop(heap)
                 self._arrive_decode(r, prefilled, source, rank, now)

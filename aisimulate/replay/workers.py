@@ -144,6 +144,7 @@ class Pool:
 
     role: str
     engine: ResolvedEngine
+    router_spec: RouterSpec
     workers: list[Worker]
     ranks: list[Rank]
     router: Router
@@ -200,6 +201,7 @@ def build_pool(
     return Pool(
         role=role,
         engine=engine,
+        router_spec=router_spec,
         workers=workers,
         ranks=[rank for worker in workers for rank in worker.ranks],
         router=make_router(router_spec, rng, decode_pool=role == "decode"),
