@@ -30,6 +30,7 @@ from aisimulate.perf.model import PerfModel
 from aisimulate.replay.destination import DecodeDestination
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
 from aisimulate.replay.metrics import Collector
+from aisimulate.replay.offload import HostTiers, SharedLink
 from aisimulate.replay.plan import EngineSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import POLICIES, AdmissionPolicy, ceil_div
@@ -73,7 +74,15 @@ class Rank(DecodeStretches, DecodeDestination):
         self.rank = rank
         self.block_size = spec.block_size
         self.unit = unit
-        self.pool = BlockPool(num_gpu_blocks, unit=unit, enable_prefix_caching=spec.enable_prefix_caching)
+        self.pool = BlockPool(
+            num_gpu_blocks,
+            unit=unit,
+            enable_prefix_caching=spec.enable_prefix_caching,
+            on_stored=self._stored,
+        )
+        self.tiers: HostTiers | None = None  # host offload, attached by the pool builder
+        self._new_units: list[int] = []
+        self._to_onboard: list[tuple[Request, int, int, int]] = []
         self.capacity_tokens = num_gpu_blocks * spec.block_size
         self.tokens_per_step = tokens_per_step
         # The aggregate decode step assumes every decoding request fits the token budget, that a
@@ -110,6 +119,49 @@ class Rank(DecodeStretches, DecodeDestination):
         # Decoders that have not yet had a decode pass: their previous token came out at a
         # time of their own (always the previous pass end under vLLM, an extend pass in SGLang).
         self._fresh: list[Request] = []
+
+    # ---- host offload --------------------------------------------------------------------
+    def _stored(self, keys: list[int]) -> None:
+        if self.tiers is not None:
+            self._new_units.extend(keys)
+
+    def link_work(self, now_ms: float) -> list[SharedLink]:
+        """Start the copies this pass asked for (offload of new units, onboarding of parked
+        requests); returns the links that got transfers."""
+        tiers = self.tiers
+        if tiers is None:
+            return []
+        links: list[SharedLink] = []
+        if self._new_units:
+            links += tiers.stored(self._new_units, now_ms)
+            self._new_units = []
+        for r, start, g2, g3 in self._to_onboard:
+            r.parked_ms = now_ms
+            links += tiers.onboard(r, r.prompt_keys[start:], g2, g3, now_ms)
+        self._to_onboard = []
+        return links
+
+    def finish_onboard(self, r: Request, keys: list[int], now_ms: float, room: int) -> None:
+        """Lower-tier units arrived: cache them and put r back at the head of the queue."""
+        self.pool.cache_units(keys, room)
+        self.collector.onboard(now_ms - (r.parked_ms or now_ms))
+        self.waiting.appendleft(r)
+
+    def _park_for_onboarding(self, r: Request) -> bool:
+        """At admission: if r's prefix continues in a lower tier, park it while it is copied up."""
+        tiers = self.tiers
+        if tiers is None or r.onboarded:
+            return False
+        matched = self._prefix_hit(r)[0]
+        limit = (r.seq_len - 1) // self.block_size - (1 if self.spec.nextn else 0)
+        g2, g3 = tiers.lookup(r.prompt_keys, matched, max(limit, 0) // self.unit)
+        if not g2 and not g3:
+            return False
+        r.onboarded = True
+        self.waiting.popleft()
+        self._to_onboard.append((r, matched, g2, g3))
+        self.collector.tier_hit(g2 * self.unit * self.block_size, g3 * self.unit * self.block_size)
+        return True
 
     # ---- queries -------------------------------------------------------------------------
     @property
@@ -386,6 +438,8 @@ class Rank(DecodeStretches, DecodeDestination):
         bs, spec = self.block_size, self.spec
         while self.num_running < spec.max_num_seqs and self.waiting and budget > 0:
             r = self.waiting[0]
+            if self._park_for_onboarding(r):
+                continue
             seq_len = r.seq_len
             matched, hot, run = self._prefix_hit(r)
             cached = (matched * self.unit + run) * bs

@@ -170,6 +170,23 @@ class BlockPool:
             if self._on_stored is not None:
                 self._on_stored(new)
 
+    def cache_units(self, keys: Sequence[int], room: int) -> int:
+        """Register units copied up from a lower tier as cached (inactive), using at most
+        ``room`` available blocks; returns how many units were placed."""
+        placed = 0
+        for key in keys:
+            if key in self.active or key in self.inactive:
+                placed += 1
+                continue
+            if room < self.unit:
+                break
+            self._make_room(self.unit)
+            self.inactive[key] = self.unit
+            self.num_inactive += self.unit
+            room -= self.unit
+            placed += 1
+        return placed
+
     def allocate_anon(self, n: int) -> None:
         if n > 0:
             self._make_room(n)

@@ -61,13 +61,18 @@ class KvRouter:
         out = []
         for rank, pending in zip(ranks, prefill, strict=True):
             unit = rank.unit
-            overlap = rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0] * unit if credit else 0
+            device = rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0] if credit else 0
+            lower = 0.0
+            if credit and rank.tiers is not None:  # host/disk hits beyond the device prefix
+                g2, g3 = rank.tiers.lookup(r.prompt_keys, device, len(r.prompt_keys))
+                lower = (spec.host_cache_hit_weight * g2 + spec.disk_cache_hit_weight * g3) * unit
             decay = 1.0
             if spec.overlap_score_credit_decay and track_prefill:
                 decay = 1.0 / (1.0 + spec.overlap_score_credit_decay * ((pending - least) / bs) / blocks)
             cost = 0.0
             if track_prefill:
-                cost = spec.prefill_load_scale * max(0.0, (pending + isl) / bs - credit * decay * overlap)
+                credited = credit * decay * device * unit + lower
+                cost = spec.prefill_load_scale * max(0.0, (pending + isl) / bs - credited)
             if spec.router_track_active_blocks:
                 active = self._blocks.get(id(rank), Counter())
                 reuse = spec.router_assume_kv_reuse and not self.decode_pool

@@ -77,6 +77,10 @@ class Collector:
         self._on_admission = on_admission
         self.transfer_ms: list[float] = []
         self.held_ms: list[float] = []
+        self.onboard_ms: list[float] = []
+        self.host_hit_tokens = 0
+        self.disk_hit_tokens = 0
+        self.tiers_enabled = False
         self.gap_ms = array("d")
         self.gap_weight = array("q")
         self.gap_chunks: list[np.ndarray] = []
@@ -102,6 +106,14 @@ class Collector:
 
     def transfer(self, ms: float) -> None:
         self.transfer_ms.append(ms)
+
+    def onboard(self, ms: float) -> None:
+        """A parked request's lower-tier KV arrived after ``ms``."""
+        self.onboard_ms.append(ms)
+
+    def tier_hit(self, host_tokens: int, disk_tokens: int) -> None:
+        self.host_hit_tokens += host_tokens
+        self.disk_hit_tokens += disk_tokens
 
     def held(self, ms: float) -> None:
         """A request waited ``ms`` in the router's admission queue."""

@@ -46,6 +46,17 @@ class EngineSpec(_Frozen):
     preemption_mode: Literal["lifo", "fifo"] = "lifo"
     startup_time: float | None = Field(default=None, ge=0, description="seconds before a new worker serves")
     sglang: SglangOptions = SglangOptions()
+    # Host KV offload (KVBM): G2 host memory and optional G3 disk tier, in blocks per rank; links in
+    # GB/s (<= 0: instant). Block bytes = block_size x kv_bytes_per_token (default: the model's KV
+    # bytes per token per GPU).
+    num_g2_blocks: int | None = Field(default=None, ge=1)
+    num_g3_blocks: int | None = Field(default=None, ge=1)
+    kv_bytes_per_token: float | None = Field(default=None, gt=0)
+    bandwidth_g1_to_g2_gbps: float = 14.0
+    bandwidth_g2_to_g1_gbps: float = 14.0
+    bandwidth_g2_to_g3_gbps: float = 7.0
+    bandwidth_g3_to_g2_gbps: float = 7.0
+    offload_batch_size: int = Field(default=32, ge=1)
     # Speculative decoding (MTP/Eagle): drafts per step and P(draft i accepted | earlier ones were).
     nextn: int = Field(default=0, ge=0, le=5)
     nextn_accept_rates: list[float] | None = None
@@ -57,6 +68,14 @@ class EngineSpec(_Frozen):
         if value is not None and any(not 0 <= x <= 1 for x in value):
             raise ValueError(f"acceptance rates must be in [0, 1], got {value}")
         return value
+
+    @model_validator(mode="after")
+    def _tiers(self) -> EngineSpec:
+        if self.num_g3_blocks is not None and self.num_g2_blocks is None:
+            raise ValueError("num_g3_blocks needs num_g2_blocks (G3 sits below G2)")
+        if self.num_g2_blocks is not None and not self.enable_prefix_caching:
+            raise ValueError("host offload (num_g2_blocks) needs enable_prefix_caching")
+        return self
 
     @property
     def accept_rates(self) -> list[float]:
@@ -89,6 +108,8 @@ class RouterSpec(_Frozen):
     # token budgets (None: never hold; 0: hold while every rank has any pending prefill).
     router_queue_threshold: float | None = Field(default=None, ge=0)
     router_queue_policy: Literal["fcfs", "lcfs"] = "fcfs"
+    host_cache_hit_weight: float = Field(default=0.75, ge=0)
+    disk_cache_hit_weight: float = Field(default=0.25, ge=0)
 
 
 class DeploymentPlan(_Frozen):

@@ -130,6 +130,10 @@ def summarize(
     )
     if collector.decode_step_tokens > collector.decode_steps:  # speculative decoding ran
         summary["mean_tokens_per_step"] = collector.decode_step_tokens / collector.decode_steps
+    if collector.tiers_enabled:
+        summary["host_cache_hit_ratio"] = collector.host_hit_tokens / total_in if total_in else 0.0
+        summary["disk_cache_hit_ratio"] = collector.disk_hit_tokens / total_in if total_in else 0.0
+        summary["mean_onboard_ms"] = float(np.mean(collector.onboard_ms)) if collector.onboard_ms else 0.0
     if collector.held_ms:
         summary["router_queued_requests"] = len(collector.held_ms)
         summary["mean_router_queue_ms"] = float(np.mean(collector.held_ms))

@@ -25,6 +25,7 @@ from aisimulate.errors import ConfigError
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import unit_blocks
 from aisimulate.replay.metrics import Collector
+from aisimulate.replay.offload import SharedLink
 from aisimulate.replay.plan import SLA, DeploymentPlan
 from aisimulate.replay.report import Fleet, Report, request_records, summarize
 from aisimulate.replay.request import Request
@@ -32,7 +33,7 @@ from aisimulate.replay.workers import ResolvedEngine, Worker, build_pool, resolv
 from aisimulate.workload.loader import Workload
 from aisimulate.workload.request import RequestSpec, Session
 
-_PASS_END, _TRANSFER, _READY = 0, 1, 2
+_PASS_END, _TRANSFER, _READY, _LINK = 0, 1, 2, 3
 
 
 class Simulation:
@@ -275,6 +276,10 @@ class Simulation:
             while heap and heap[0][0] <= now and heap[0][1] == _TRANSFER:
                 _, _, _, (r, prefilled, source, rank) = heapq.heappop(heap)
                 self._arrive_decode(r, prefilled, source, rank, now)
+            while heap and heap[0][0] <= now and heap[0][1] == _LINK:
+                _, _, _, (link, version, rank) = heapq.heappop(heap)
+                if version == link.version:
+                    self._link_done(link, rank, now)
             while heap and heap[0][0] <= now and heap[0][1] == _READY:
                 _, _, _, (spec, session) = heapq.heappop(heap)
                 if self.closed:
@@ -293,6 +298,9 @@ class Simulation:
             for worker in self.workers:
                 if not worker.busy and worker.has_work() and id(worker) not in stalled:
                     end = worker.begin(now, horizon, until)
+                    for rank in worker.ranks:  # copies the pass asked for (host offload)
+                        for link in rank.link_work(now):
+                            self._schedule_link(link, rank)
                     if end <= now and not any(rank.num_running for rank in worker.ranks):
                         # Nothing fits until something elsewhere frees KV (a prefill worker
                         # holding prompts not yet sent): idle until the next event.
@@ -303,6 +311,31 @@ class Simulation:
                     started_instant |= end <= now
             if not started_instant and not (heap and heap[0][0] <= now):
                 return
+
+    # ---- host offload --------------------------------------------------------------------
+    def _schedule_link(self, link: SharedLink, rank: Rank) -> None:
+        at = link.next_completion()
+        if at is not None:
+            self._push(at, _LINK, (link, link.version, rank))
+
+    def _link_done(self, link: SharedLink, rank: Rank, now: float) -> None:
+        tiers = rank.tiers
+        assert tiers is not None
+        for payload in link.complete(now):
+            started, onboarded = tiers.arrived(payload, now)
+            for other in started:
+                self._schedule_link(other, rank)
+            if onboarded is not None:
+                _, r, keys = onboarded
+                # Blocks a running stretch took but has not booked yet are not free.
+                self._wake(rank, now)
+                worker = self.worker_of[id(rank)]
+                room = rank.pool.available() - rank.stretch_blocks(worker.stretch_passes)
+                was_idle = not rank.waiting
+                rank.finish_onboard(r, keys, now, room)
+                if was_idle:
+                    self._wake(rank, now)
+        self._schedule_link(link, rank)
 
     @staticmethod
     def _rank_of(worker: Worker, r: Request) -> Rank:

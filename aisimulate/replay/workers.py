@@ -15,6 +15,7 @@ from aisimulate.perf.providers import get_perf_model
 from aisimulate.perf.shape import ParallelShape
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.metrics import Collector
+from aisimulate.replay.offload import HostTiers
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import Router, make_router
@@ -151,6 +152,21 @@ class Pool:
     worker_of: dict[int, Worker]
 
 
+def host_tiers(spec: EngineSpec, engine: ResolvedEngine, unit: int) -> HostTiers:
+    per_token = spec.kv_bytes_per_token or engine.kv_bytes_per_token_per_gpu
+    return HostTiers(
+        unit=unit,
+        block_bytes=spec.block_size * per_token,
+        g2_blocks=spec.num_g2_blocks or 0,
+        g3_blocks=spec.num_g3_blocks,
+        g1_to_g2_gbps=spec.bandwidth_g1_to_g2_gbps,
+        g2_to_g1_gbps=spec.bandwidth_g2_to_g1_gbps,
+        g2_to_g3_gbps=spec.bandwidth_g2_to_g3_gbps,
+        g3_to_g2_gbps=spec.bandwidth_g3_to_g2_gbps,
+        offload_batch_size=spec.offload_batch_size,
+    )
+
+
 def stretch_safe(router: RouterSpec) -> bool:
     """Whether the router can route while workers run decode-only stretches: it must not read
     per-pass KV occupancy (least_loaded, a busy threshold on active blocks). The KV router reads
@@ -198,6 +214,9 @@ def build_pool(
     for worker in workers:
         for rank in worker.ranks:
             rank.stretch_keeps_cache = router_spec.mode == "kv_router"
+            if spec.num_g2_blocks is not None:
+                rank.tiers = host_tiers(spec, engine, unit)
+                collector.tiers_enabled = True
     return Pool(
         role=role,
         engine=engine,
