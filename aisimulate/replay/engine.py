@@ -29,6 +29,7 @@ import numpy as np
 from aisimulate.perf.model import PerfModel
 from aisimulate.replay.destination import DecodeDestination
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
+from aisimulate.replay.kv_events import RankEvents
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers, SharedLink
 from aisimulate.replay.plan import EngineSpec
@@ -79,8 +80,10 @@ class Rank(DecodeStretches, DecodeDestination):
             unit=unit,
             enable_prefix_caching=spec.enable_prefix_caching,
             on_stored=self._stored,
+            on_removed=self._removed,
         )
         self.tiers: HostTiers | None = None  # host offload, attached by the pool builder
+        self.kv_events: RankEvents | None = None  # a lagged KV router's view, attached likewise
         self._new_units: list[int] = []
         self._to_onboard: list[tuple[Request, int, int, int]] = []
         self.capacity_tokens = num_gpu_blocks * spec.block_size
@@ -124,6 +127,12 @@ class Rank(DecodeStretches, DecodeDestination):
     def _stored(self, keys: list[int]) -> None:
         if self.tiers is not None:
             self._new_units.extend(keys)
+        if self.kv_events is not None:
+            self.kv_events.stored(keys)
+
+    def _removed(self, keys: list[int]) -> None:
+        if self.kv_events is not None:
+            self.kv_events.removed(keys)
 
     def link_work(self, now_ms: float) -> list[SharedLink]:
         """Start the copies this pass asked for (offload of new units, onboarding of parked
@@ -143,7 +152,9 @@ class Rank(DecodeStretches, DecodeDestination):
 
     def finish_onboard(self, r: Request, keys: list[int], now_ms: float, room: int) -> None:
         """Lower-tier units arrived: cache them and put r back at the head of the queue."""
-        self.pool.cache_units(keys, room)
+        placed = self.pool.cache_units(keys, room)
+        if self.kv_events is not None:
+            self.kv_events.stored(keys[:placed])
         self.collector.onboard(now_ms - (r.parked_ms or now_ms))
         self.waiting.appendleft(r)
 

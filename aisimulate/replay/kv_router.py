@@ -7,7 +7,8 @@ For each candidate rank ``w`` (with ``R`` request blocks, ``bs`` tokens per bloc
     decode     = active_blocks_w + blocks of the request not already active on w
     cost_w     = prefill_load_scale * prefill + decode + decode_active_request_weight * requests_w
 
-``overlap_w`` is the request's leading cached blocks on w; ``prefill_w`` the prompt tokens of
+``overlap_w`` is the request's leading cached blocks on w (as KV events have shown them, when
+``kv_event_lag_ms`` delays those: see ``kv_events``); ``prefill_w`` the prompt tokens of
 requests routed to w that have not produced their first token (net of their cache hit at
 routing); ``active_blocks_w`` the distinct prompt blocks of w's unfinished requests. A decode
 pool (disaggregated) credits no overlap, tracks no prefill and assumes no reuse: pure
@@ -25,22 +26,47 @@ from collections.abc import Sequence
 import numpy as np
 
 from aisimulate.replay.engine import Rank
+from aisimulate.replay.kv_events import Clock, LaggedKvIndex
 from aisimulate.replay.plan import RouterSpec
 from aisimulate.replay.request import Request
 
 
 class KvRouter:
-    def __init__(self, spec: RouterSpec, rng: np.random.Generator, *, decode_pool: bool = False) -> None:
+    def __init__(
+        self,
+        spec: RouterSpec,
+        rng: np.random.Generator,
+        *,
+        decode_pool: bool = False,
+        clock: Clock | None = None,
+    ) -> None:
         self.spec = spec
         self.rng = rng
         self.decode_pool = decode_pool
+        # A decode pool credits no overlap, so it needs no picture of the caches.
+        self.index: LaggedKvIndex | None = None
+        if spec.kv_event_lag_ms is not None and not decode_pool:
+            self.index = LaggedKvIndex(spec.kv_event_lag_ms, clock or Clock())
         self._blocks: dict[int, Counter[int]] = {}  # rank id -> active named units -> requests
         self._anon: dict[int, int] = {}  # rank id -> active unnamed prompt blocks
         self._requests: dict[int, int] = {}
         self._units: dict[int, int] = {}
         self._routed: dict[int, tuple[int, int]] = {}  # request id -> (rank id, cached tokens)
 
+    def attach(self, ranks: Sequence[Rank]) -> None:
+        """Subscribe to the ranks' KV events (only a lagged view needs them)."""
+        if self.index is not None:
+            for rank in ranks:
+                if rank.pool.enable_prefix_caching:  # no caching, no events (as the reference)
+                    rank.kv_events = self.index.sink(id(rank))
+
     # ---- state -----------------------------------------------------------------------------
+    def _device_overlap(self, r: Request, rank: Rank) -> int:
+        """Leading prompt units the router believes ``rank`` caches on the device."""
+        if self.index is not None:
+            return self.index.match(id(rank), r.prompt_keys)
+        return rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0]
+
     def _prefill_tokens(self, rank: Rank) -> int:
         """Prompt tokens routed to the rank that have not produced a first token yet."""
         total = 0
@@ -61,7 +87,7 @@ class KvRouter:
         out = []
         for rank, pending in zip(ranks, prefill, strict=True):
             unit = rank.unit
-            device = rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0] if credit else 0
+            device = self._device_overlap(r, rank) if credit else 0
             lower = 0.0
             if credit and rank.tiers is not None:  # host/disk hits beyond the device prefix
                 g2, g3 = rank.tiers.lookup(r.prompt_keys, device, len(r.prompt_keys))
@@ -137,11 +163,7 @@ class KvRouter:
     # ---- lifecycle ---------------------------------------------------------------------------
     def _on_dispatch(self, r: Request, rank: Rank) -> None:
         key = id(rank)
-        cached = (
-            0
-            if self.decode_pool
-            else rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0] * rank.unit
-        )
+        cached = 0 if self.decode_pool else self._device_overlap(r, rank) * rank.unit
         self._routed[r.rid] = (key, min(cached, r.prompt_len))
         self._blocks.setdefault(key, Counter()).update(r.prompt_keys)
         self._units[key] = rank.unit

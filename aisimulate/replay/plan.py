@@ -110,6 +110,15 @@ class RouterSpec(_Frozen):
     router_queue_policy: Literal["fcfs", "lcfs"] = "fcfs"
     host_cache_hit_weight: float = Field(default=0.75, ge=0)
     disk_cache_hit_weight: float = Field(default=0.25, ge=0)
+    # Delay before the router sees the engines' KV Stored/Removed events (None: it sees them
+    # at once); lifecycle edges (dispatch, first token, completion) stay immediate.
+    kv_event_lag_ms: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _lag_needs_kv_router(self) -> RouterSpec:
+        if self.kv_event_lag_ms is not None and self.mode != "kv_router":
+            raise ValueError(f"kv_event_lag_ms applies to mode kv_router only, not {self.mode}")
+        return self
 
 
 class DeploymentPlan(_Frozen):

@@ -8,6 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from aisimulate.replay.engine import Rank
+from aisimulate.replay.kv_events import Clock
 from aisimulate.replay.plan import RouterSpec
 from aisimulate.replay.request import Request
 
@@ -63,11 +64,21 @@ class LeastLoaded(_Stateless):
         )
 
 
-def make_router(spec: RouterSpec, rng: np.random.Generator, *, decode_pool: bool = False) -> Router:
+def make_router(
+    spec: RouterSpec,
+    rng: np.random.Generator,
+    ranks: Sequence[Rank],
+    *,
+    decode_pool: bool = False,
+    clock: Clock | None = None,
+) -> Router:
+    """The pool's router; a KV router subscribes to the ranks' KV events when it needs them."""
     if spec.mode == "kv_router":
         from aisimulate.replay.kv_router import KvRouter
 
-        return KvRouter(spec, rng, decode_pool=decode_pool)
+        router = KvRouter(spec, rng, decode_pool=decode_pool, clock=clock)
+        router.attach(ranks)
+        return router
     if spec.mode == "random":
         return RandomRouter(rng)
     if spec.mode == "least_loaded":

@@ -24,6 +24,7 @@ from aisimulate.catalog import get_system
 from aisimulate.errors import ConfigError
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import unit_blocks
+from aisimulate.replay.kv_events import Clock
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import SharedLink
 from aisimulate.replay.plan import SLA, DeploymentPlan
@@ -55,6 +56,7 @@ class Simulation:
         rng = np.random.default_rng([seed, 0x7017E])
         block_size = next(iter(engines.values())).spec.block_size
         unit = unit_blocks(workload.hash_block_tokens(block_size), block_size)
+        self.clock = Clock()  # read by routers that see KV events late
         self.pools = [
             build_pool(
                 role,
@@ -64,6 +66,7 @@ class Simulation:
                 unit=unit,
                 exact=exact,
                 rng=rng,
+                clock=self.clock,
             )
             for role, _, router in plan.pools()
         ]
@@ -256,6 +259,7 @@ class Simulation:
             raise AssertionError(f"replay deadlocked with {self.in_flight} requests in flight")
 
     def _drain(self, now: float) -> None:
+        self.clock.now_ms = now
         heap = self.heap
         stalled: set[int] = set()
         while True:

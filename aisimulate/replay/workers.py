@@ -14,6 +14,7 @@ from aisimulate.perf.model import PerfModel
 from aisimulate.perf.providers import get_perf_model
 from aisimulate.perf.shape import ParallelShape
 from aisimulate.replay.engine import Rank
+from aisimulate.replay.kv_events import Clock
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
@@ -186,6 +187,7 @@ def build_pool(
     exact: bool,
     rng: np.random.Generator,
     first_worker: int = 0,
+    clock: Clock | None = None,
 ) -> Pool:
     spec = engine.spec
     cls = SglangRank if engine.backend == "sglang" else Rank
@@ -217,12 +219,13 @@ def build_pool(
             if spec.num_g2_blocks is not None:
                 rank.tiers = host_tiers(spec, engine, unit)
                 collector.tiers_enabled = True
+    ranks = [rank for worker in workers for rank in worker.ranks]
     return Pool(
         role=role,
         engine=engine,
         router_spec=router_spec,
         workers=workers,
-        ranks=[rank for worker in workers for rank in worker.ranks],
-        router=make_router(router_spec, rng, decode_pool=role == "decode"),
+        ranks=ranks,
+        router=make_router(router_spec, rng, ranks, decode_pool=role == "decode", clock=clock),
         worker_of={id(rank): worker for worker in workers for rank in worker.ranks},
     )

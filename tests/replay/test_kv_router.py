@@ -8,6 +8,7 @@ import pytest
 from aisimulate.perf import PolynomialPerfModel
 from aisimulate.replay import DeploymentPlan, EngineSpec, RouterSpec, simulate
 from aisimulate.replay.engine import Rank
+from aisimulate.replay.kv_events import Clock
 from aisimulate.replay.kv_router import KvRouter
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.request import Request
@@ -116,20 +117,68 @@ def test_busy_workers_are_skipped():
     assert rt.route(r, [a, b]) == 1
 
 
-def test_kv_router_improves_reuse_under_cache_pressure():
-    workload = SyntheticWorkload(
-        isl=2048, osl=64, num_requests=300, concurrency=16, shared_prefix_ratio=0.75, num_prefix_groups=12
+PRESSURE = SyntheticWorkload(
+    isl=2048, osl=64, num_requests=300, concurrency=16, shared_prefix_ratio=0.75, num_prefix_groups=12
+)
+
+
+def _under_pressure(router, **engine):
+    plan = DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        agg=EngineSpec(num_gpu_blocks=260, replicas=4, **engine),
+        router=router,
     )
-    reuse = {}
-    for mode in ("round_robin", "kv_router"):
-        plan = DeploymentPlan(
-            model="meta-llama/Llama-3.1-8B",
-            system="h200_sxm",
-            agg=EngineSpec(num_gpu_blocks=260, replicas=4),
-            router={"mode": mode},
-        )
-        reuse[mode] = simulate(plan, workload, perf="polynomial").summary["prefix_cache_reused_ratio"]
+    return simulate(plan, PRESSURE, perf="polynomial").summary
+
+
+def test_kv_router_improves_reuse_under_cache_pressure():
+    reuse = {
+        mode: _under_pressure({"mode": mode})["prefix_cache_reused_ratio"]
+        for mode in ("round_robin", "kv_router")
+    }
     assert reuse["kv_router"] > reuse["round_robin"] + 0.1
+
+
+def test_kv_events_reach_a_lagged_router_late():
+    a, b = ranks()
+    clock = Clock()
+    rt = KvRouter(RouterSpec(mode="kv_router", kv_event_lag_ms=50.0), np.random.default_rng(0), clock=clock)
+    rt.attach([a, b])
+    r = request(0)
+    a.pool.acquire(r.prompt_keys[:4])  # Stored at t = 0
+    a.pool.release(r.prompt_keys[:4], anon_full=0, anon_partial=0)
+    assert rt.costs(r, [a, b]) == [32, 32]  # the engine caches it; the router does not know yet
+    clock.now_ms = 50.0
+    assert rt.costs(r, [a, b]) == [28, 32]
+    clock.now_ms = 60.0
+    a.pool.evict(4)  # Removed at t = 60: still credited until t = 110
+    assert a.pool.match_prefix(r.prompt_keys, 8)[0] == 0
+    assert rt.costs(r, [a, b]) == [28, 32]
+    clock.now_ms = 110.0
+    assert rt.costs(r, [a, b]) == [32, 32]
+
+
+@pytest.mark.parametrize("g2", [None, 2000])
+def test_zero_event_lag_is_the_immediate_view(g2):
+    """The lagged index, fed by events (host onboarding included), matches the pools exactly."""
+    now = _under_pressure({"mode": "kv_router"}, num_g2_blocks=g2)
+    lagged = _under_pressure({"mode": "kv_router", "kv_event_lag_ms": 0.0}, num_g2_blocks=g2)
+    assert {k: v for k, v in lagged.items() if k != "wall_time_ms"} == {
+        k: v for k, v in now.items() if k != "wall_time_ms"
+    }
+
+
+def test_a_router_that_never_hears_events_loses_reuse():
+    blind = _under_pressure({"mode": "kv_router", "kv_event_lag_ms": 1e9})
+    seeing = _under_pressure({"mode": "kv_router"})
+    assert blind["prefix_cache_reused_ratio"] < seeing["prefix_cache_reused_ratio"] - 0.05
+    assert blind["completed_requests"] == seeing["completed_requests"] == 300
+
+
+def test_event_lag_needs_the_kv_router():
+    with pytest.raises(ValueError, match="kv_event_lag_ms applies to mode kv_router only"):
+        RouterSpec(mode="round_robin", kv_event_lag_ms=5.0)
 
 
 def test_kv_router_fast_path_equals_exact_and_is_reproducible():

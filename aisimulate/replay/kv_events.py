@@ -1,0 +1,77 @@
+"""The KV router's own picture of each rank's cache, built from KV events that reach it late.
+
+A live Dynamo router learns what a worker caches from *Stored* / *Removed* events on the event
+plane, a little after the engine allocated or evicted the blocks, while request lifecycle edges
+(first token, completion) arrive in-band and stay immediate. ``kv_event_lag_ms`` models that
+delay: an event raised at simulated time ``t`` changes the router's view at ``t + lag``. Without a
+lag the router reads the pools directly, which is the same picture with no bookkeeping.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass
+class Clock:
+    """Simulated time, advanced by the event loop, read by whoever stamps events."""
+
+    now_ms: float = 0.0
+
+
+class LaggedKvIndex:
+    """Per-rank sets of cached unit names, as of ``lag_ms`` ago."""
+
+    def __init__(self, lag_ms: float, clock: Clock) -> None:
+        self.lag_ms = lag_ms
+        self.clock = clock
+        self._pending: deque[tuple[float, int, bool, tuple[int, ...]]] = deque()
+        self._cached: dict[int, set[int]] = {}
+
+    def sink(self, rank_key: int) -> RankEvents:
+        """The event endpoint one rank's block pool reports to."""
+        self._cached.setdefault(rank_key, set())
+        return RankEvents(self, rank_key)
+
+    def record(self, rank_key: int, stored: bool, keys: Sequence[int]) -> None:
+        if keys:
+            self._pending.append((self.clock.now_ms + self.lag_ms, rank_key, stored, tuple(keys)))
+
+    def match(self, rank_key: int, keys: Sequence[int]) -> int:
+        """Leading units of ``keys`` the router believes the rank holds now."""
+        self._catch_up()
+        cached = self._cached.get(rank_key)
+        if not cached:
+            return 0
+        matched = 0
+        for key in keys:
+            if key not in cached:
+                break
+            matched += 1
+        return matched
+
+    def _catch_up(self) -> None:
+        # The clock never goes back and the lag is fixed, so events become visible in the
+        # order they were raised.
+        pending, now = self._pending, self.clock.now_ms
+        while pending and pending[0][0] <= now:
+            _, rank_key, stored, keys = pending.popleft()
+            cached = self._cached[rank_key]
+            if stored:
+                cached.update(keys)
+            else:
+                cached.difference_update(keys)
+
+
+@dataclass(frozen=True)
+class RankEvents:
+    index: LaggedKvIndex
+    rank_key: int
+
+    def stored(self, keys: Sequence[int]) -> None:
+        self.index.record(self.rank_key, True, keys)
+
+    def removed(self, keys: Sequence[int]) -> None:
+        self.index.record(self.rank_key, False, keys)
