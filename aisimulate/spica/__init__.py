@@ -1,4 +1,5 @@
-"""Smart search for the best deployment (experimental): legal deployments and KV load so far."""
+"""Smart search for the best deployment (experimental): legal deployments, KV load, the
+latent parallel space and its projection so far."""
 
 from aisimulate.spica.kv_load import KvLoad, RoleBatching, kv_load
 from aisimulate.spica.parallel import (
@@ -11,10 +12,15 @@ from aisimulate.spica.parallel import (
     replica_configs,
     worker_shapes,
 )
+from aisimulate.spica.projection import Param, ParallelSpace, PoolEntry, Projection
 
 __all__ = [
     "DisaggConfig",
     "KvLoad",
+    "Param",
+    "ParallelSpace",
+    "PoolEntry",
+    "Projection",
     "ReplicaConfig",
     "RoleBatching",
     "WorkerShape",
