@@ -12,13 +12,13 @@ from aisimulate.spica.parallel import (
     replica_configs,
     worker_shapes,
 )
-from aisimulate.spica.projection import Param, ParallelSpace, PoolEntry, Projection
+from aisimulate.spica.projection import ParallelSpace, Param, PoolEntry, Projection
 
 __all__ = [
     "DisaggConfig",
     "KvLoad",
-    "Param",
     "ParallelSpace",
+    "Param",
     "PoolEntry",
     "Projection",
     "ReplicaConfig",
