@@ -1,5 +1,5 @@
 """Smart search for the best deployment (experimental): legal deployments, KV load, the
-latent parallel space and its projection so far."""
+latent parallel space and its projection, and scoring so far."""
 
 from aisimulate.spica.kv_load import KvLoad, RoleBatching, kv_load
 from aisimulate.spica.parallel import (
@@ -13,6 +13,7 @@ from aisimulate.spica.parallel import (
     worker_shapes,
 )
 from aisimulate.spica.projection import ParallelSpace, Param, PoolEntry, Projection
+from aisimulate.spica.score import Scored, hypervolume, pareto_front, rank
 
 __all__ = [
     "DisaggConfig",
@@ -23,11 +24,15 @@ __all__ = [
     "Projection",
     "ReplicaConfig",
     "RoleBatching",
+    "Scored",
     "WorkerShape",
     "disagg_pairs",
+    "hypervolume",
     "keep_viable",
     "kv_load",
     "kv_tokens_per_rank",
+    "pareto_front",
+    "rank",
     "replica_configs",
     "worker_shapes",
 ]
