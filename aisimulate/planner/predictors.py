@@ -16,13 +16,19 @@ import math
 from typing import Literal, Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from aisimulate.errors import ConfigError
 from aisimulate.workload.loader import pydantic_message
 
 Family = Literal["constant", "arima", "kalman", "prophet"]
 FAMILIES: tuple[str, ...] = ("constant", "arima", "kalman", "prophet")
+
+
+_FAMILY_FIELDS = {
+    "prophet": ("prophet_window_size",),
+    "kalman": ("kalman_q_level", "kalman_q_trend", "kalman_r", "kalman_min_points"),
+}
 
 
 class PredictorSpec(BaseModel):
@@ -37,6 +43,26 @@ class PredictorSpec(BaseModel):
     kalman_q_trend: float = Field(default=0.1, ge=0)
     kalman_r: float = Field(default=10.0, ge=0)
     kalman_min_points: int = Field(default=5, ge=1)
+
+    @model_validator(mode="after")
+    def _own_parameters_only(self) -> PredictorSpec:
+        # Another family's knob would be ignored without a word: reject it instead (at its
+        # default it is harmless, which lets a full dump load back).
+        defaults = PredictorSpec.model_fields
+        for family, fields in _FAMILY_FIELDS.items():
+            stray = [name for name in fields if getattr(self, name) != defaults[name].default]
+            if stray and family != self.load_predictor:
+                raise ValueError(f"only load_predictor {family!r} takes {', '.join(stray)}")
+        return self
+
+    def fields(self) -> dict[str, object]:
+        """The flat planner fields of this forecaster: family, log1p and its own knobs only."""
+        own = _FAMILY_FIELDS.get(self.load_predictor, ())
+        return {
+            "load_predictor": self.load_predictor,
+            "load_predictor_log1p": self.load_predictor_log1p,
+            **{name: getattr(self, name) for name in own},
+        }
 
     @property
     def min_points(self) -> int:

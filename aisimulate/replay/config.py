@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aisimulate.errors import ConfigError
 from aisimulate.perf.providers import PROVIDERS
 from aisimulate.replay.plan import SLA, DeploymentPlan
 from aisimulate.workload.loader import Workload, load_workload, pydantic_message
+from aisimulate.yaml_source import read_yaml_mapping
 
 
 class _ReplayFile(BaseModel):
@@ -41,43 +41,9 @@ class ReplayConfig:
     raw: dict[str, Any]
 
 
-def _line_of(node: yaml.Node | None, path: tuple[Any, ...]) -> int | None:
-    """1-based line of the YAML node at ``path`` (or of its deepest existing parent)."""
-    line = node.start_mark.line + 1 if node is not None else None
-    for key in path:
-        if isinstance(node, yaml.MappingNode):
-            match = next((v for k, v in node.value if getattr(k, "value", None) == str(key)), None)
-            if match is None:
-                key_node = next((k for k, _ in node.value if getattr(k, "value", None) == str(key)), None)
-                return key_node.start_mark.line + 1 if key_node is not None else line
-            node = match
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-        else:
-            break
-        line = node.start_mark.line + 1
-    return line
-
-
 def load_replay_config(path: str | Path) -> ReplayConfig:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise ConfigError(f"cannot read config: {err.strerror}", where=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-        tree = yaml.compose(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ConfigError(f"invalid YAML ({getattr(err, 'problem', err)})", where=where) from None
-    if not isinstance(data, dict):
-        raise ConfigError("a replay config must be a YAML mapping", where=str(path))
-
-    def where(loc: tuple[Any, ...]) -> str:
-        line = _line_of(tree, loc)
-        return f"{path}:{line}" if line else str(path)
+    source = read_yaml_mapping(path, what="a replay config")
+    path, data, where = source.path, source.data, source.where
 
     try:
         parsed = _ReplayFile(**data)

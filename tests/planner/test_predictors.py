@@ -67,6 +67,13 @@ def test_prophet_fits_on_its_window():
     assert forecast == pytest.approx(31, abs=1.5)
 
 
+def test_fields_hold_the_familys_own_knobs_and_a_full_dump_loads_back():
+    assert PRESETS["arima_log1p"].fields() == {"load_predictor": "arima", "load_predictor_log1p": True}
+    reactive = PRESETS["kalman_reactive_raw"]
+    assert reactive.fields()["kalman_min_points"] == 3 and "prophet_window_size" not in reactive.fields()
+    assert PredictorSpec(**reactive.model_dump()) == reactive
+
+
 def test_presets_and_dict_entries():
     assert len(PRESETS) == 11 and next(iter(PRESETS)) == "constant_last"
     assert PRESETS["kalman_reactive_log1p"].min_points == 3
@@ -83,6 +90,7 @@ def test_presets_and_dict_entries():
         ({"load_predictor": "lstm"}, "load_predictor must be one of"),
         ({"load_predictor": "kalman", "kalman_r": -1}, "kalman_r"),
         ({"load_predictor": "kalman", "window": 3}, "window"),
+        ({"load_predictor": "arima", "kalman_r": 3.0}, "only load_predictor 'kalman' takes kalman_r"),
     ],
 )
 def test_bad_predictor_entries_name_the_problem(entry, message):
