@@ -11,13 +11,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from aisimulate.catalog import get_model, get_system
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT
+from aisimulate.cli_args import CliParser
 from aisimulate.errors import ConfigError
 from aisimulate.perf.memory import BACKENDS, MemoryEstimate, estimate_memory
 from aisimulate.perf.model import BatchShape
@@ -25,13 +26,6 @@ from aisimulate.perf.providers import PROVIDERS, get_perf_model
 from aisimulate.perf.shape import ParallelShape
 
 GIB = 2**30
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad flag in one line and exits 2, like every other user error."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see --help)\n")
 
 
 def _count(name: str, minimum: int):
@@ -58,11 +52,11 @@ def _fraction(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CliParser(
         prog="python -m aisimulate.perf", description="Memory and pass latency of one worker shape."
     )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    common = _Parser(add_help=False)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CliParser)
+    common = CliParser(add_help=False)
     common.add_argument(
         "--model", required=True, help="HF id, alias, or path to a config.json / model folder"
     )

@@ -13,24 +13,20 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from aisimulate.cli_args import CliParser
 from aisimulate.errors import ConfigError
 from aisimulate.replay.config import load_replay_config
 from aisimulate.replay.report import Report
 from aisimulate.replay.simulation import simulate
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m aisimulate.replay", description="Replay a workload on one deployment.")
+    parser = CliParser(prog="python -m aisimulate.replay", description="Replay a workload on one deployment.")
     parser.add_argument("--config", required=True, help="replay YAML (deployment, workload, sla, perf, seed)")
     parser.add_argument("--json", dest="json_path", default=None, help="write summary (and captures) as JSON")
     parser.add_argument("--requests-csv", default=None, help="write one row per request")

@@ -1,0 +1,5 @@
+import sys
+
+from aisimulate.spica.cli import main
+
+sys.exit(main())
