@@ -1,6 +1,7 @@
-"""Smart search for the best deployment (experimental): legal deployments, KV load, the
-latent parallel space and its projection, and scoring so far."""
+"""Smart search for the best deployment (experimental): the config, legal deployments,
+branches, KV load, the latent parallel space, samples and scoring so far (no search loop yet)."""
 
+from aisimulate.spica.config import SmartSearchConfig
 from aisimulate.spica.kv_load import KvLoad, RoleBatching, kv_load
 from aisimulate.spica.parallel import (
     DisaggConfig,
@@ -13,9 +14,12 @@ from aisimulate.spica.parallel import (
     worker_shapes,
 )
 from aisimulate.spica.projection import ParallelSpace, Param, PoolEntry, Projection
+from aisimulate.spica.sample import kv_load_fields, unroll_sample
 from aisimulate.spica.score import Scored, hypervolume, pareto_front, rank
+from aisimulate.spica.search_space import Branch, SearchPlan, enumerate_branches
 
 __all__ = [
+    "Branch",
     "DisaggConfig",
     "KvLoad",
     "ParallelSpace",
@@ -25,14 +29,19 @@ __all__ = [
     "ReplicaConfig",
     "RoleBatching",
     "Scored",
+    "SearchPlan",
+    "SmartSearchConfig",
     "WorkerShape",
     "disagg_pairs",
+    "enumerate_branches",
     "hypervolume",
     "keep_viable",
     "kv_load",
+    "kv_load_fields",
     "kv_tokens_per_rank",
     "pareto_front",
     "rank",
     "replica_configs",
+    "unroll_sample",
     "worker_shapes",
 ]
