@@ -2,6 +2,7 @@
 branches, KV load, the latent parallel space, samples and scoring so far (no search loop yet)."""
 
 from aisimulate.spica.config import SmartSearchConfig
+from aisimulate.spica.deploy import deployment_plan, replay_workload
 from aisimulate.spica.kv_load import KvLoad, RoleBatching, kv_load
 from aisimulate.spica.parallel import (
     DisaggConfig,
@@ -32,6 +33,7 @@ __all__ = [
     "SearchPlan",
     "SmartSearchConfig",
     "WorkerShape",
+    "deployment_plan",
     "disagg_pairs",
     "enumerate_branches",
     "hypervolume",
@@ -41,6 +43,7 @@ __all__ = [
     "kv_tokens_per_rank",
     "pareto_front",
     "rank",
+    "replay_workload",
     "replica_configs",
     "unroll_sample",
     "worker_shapes",

@@ -1,0 +1,79 @@
+"""From a sample to a replayable deployment and workload, end to end."""
+
+import json
+
+import pytest
+
+from aisimulate.errors import ConfigError
+from aisimulate.replay import simulate
+from aisimulate.spica.config import SmartSearchConfig
+from aisimulate.spica.deploy import deployment_plan, replay_workload
+from aisimulate.spica.parallel import DisaggConfig, ReplicaConfig, WorkerShape
+from aisimulate.spica.sample import unroll_sample
+from tests.spica.test_sample import AGG_SELECTION, CONFIG, DISAGG_SELECTION, SPACE
+
+AGG = ReplicaConfig(WorkerShape(tp=4), 2)
+DISAGG = DisaggConfig(ReplicaConfig(WorkerShape(tp=2), 1), ReplicaConfig(WorkerShape(tp=4), 1))
+
+
+def test_agg_sample_replays():
+    sample = unroll_sample(SPACE, AGG_SELECTION, AGG)
+    plan = deployment_plan(sample)
+    assert (plan.mode, plan.backend, plan.agg.tp, plan.agg.replicas, plan.router.mode) == (
+        "agg",
+        "vllm",
+        4,
+        2,
+        "round_robin",
+    )
+    assert plan.agg.max_model_len == 8192 and plan.agg.num_g2_blocks is None
+    workload = replay_workload(CONFIG.workload)
+    assert (workload.concurrency, workload.num_requests, workload.isl) == (16, 64, 2048)
+    report = simulate(plan, workload, perf="polynomial")
+    assert report.summary["completed_requests"] == 64
+
+
+def test_disagg_sample_with_kv_router_replays():
+    selection = {**DISAGG_SELECTION, "planner_scaling_policy": "disabled"}
+    plan = deployment_plan(unroll_sample(SPACE, selection, DISAGG))
+    assert (plan.prefill.tp, plan.decode.tp, plan.backend) == (2, 4, "sglang")
+    assert plan.router.mode == "kv_router" and plan.router.overlap_score_credit == 0.5
+    assert plan.router.router_queue_threshold == 2.0 and plan.router.router_temperature == 0.2
+    report = simulate(plan, replay_workload(CONFIG.workload), perf="polynomial")
+    assert report.summary["completed_requests"] == 64
+
+
+def test_moe_split_and_offload_reach_the_right_roles():
+    data = json.loads(CONFIG.model_dump_json(exclude_defaults=True))
+    data["search_space"].update(
+        model_name="Qwen/Qwen3-30B-A3B",
+        num_g2_blocks=5000,
+        kv_bytes_per_token=98304,
+        deployment_mode=["disagg"],
+    )
+    space = SmartSearchConfig.from_mapping(data).search_space
+    moe = DisaggConfig(
+        ReplicaConfig(WorkerShape(tp=2, moe_ep=2), 1), ReplicaConfig(WorkerShape(attention_dp=2, moe_ep=2), 1)
+    )
+    plan = deployment_plan(
+        unroll_sample(space, {**DISAGG_SELECTION, "planner_scaling_policy": "disabled"}, moe)
+    )
+    assert (plan.prefill.moe_tp, plan.prefill.moe_ep, plan.decode.attention_dp) == (1, 2, 2)
+    assert plan.prefill.num_g2_blocks == 5000 and plan.prefill.kv_bytes_per_token == 98304
+    assert plan.decode.num_g2_blocks is None
+
+
+def test_planner_samples_are_refused_until_the_planner_exists():
+    with pytest.raises(ConfigError, match="planner scaling cannot be replayed yet"):
+        deployment_plan(unroll_sample(SPACE, DISAGG_SELECTION, DISAGG))
+
+
+def test_kv_load_and_rate_workloads():
+    data = json.loads(CONFIG.model_dump_json(exclude_defaults=True))
+    data["workload"] = {"isl": 1000, "osl": 100, "kv_load_ratio": 0.5, "num_request_ratio": 3}
+    loaded = SmartSearchConfig.from_mapping(data).workload
+    workload = replay_workload(loaded, concurrency=40)
+    assert (workload.concurrency, workload.num_requests) == (40, 120)
+    data["workload"] = {"isl": 1000, "osl": 100, "request_rate": 5, "num_request_ratio": 10}
+    rate = replay_workload(SmartSearchConfig.from_mapping(data).workload)
+    assert (rate.request_rate, rate.concurrency, rate.num_requests, rate.arrival) == (5, None, 50, "constant")
