@@ -31,6 +31,7 @@ from aisimulate.catalog import ModelSpec, System, get_model, get_system
 from aisimulate.errors import ConfigError
 from aisimulate.replay.plan import SLA, Backend
 from aisimulate.spica.knobs import (
+    ADMISSION_FIELDS,
     PINNED_LAYOUTS,
     SEARCH_CHOICES,
     Choices,
@@ -93,12 +94,7 @@ def _invalid(message: str, *loc: str) -> ValidationError:
     return ValidationError.from_exception_data("config", [InitErrorDetails(type=error, loc=loc, input=None)])
 
 
-_ADMISSION_PINS = (
-    "active_decode_blocks_threshold",
-    "active_prefill_tokens_threshold",
-    "active_prefill_tokens_threshold_frac",
-    "router_queue_threshold",
-)
+_ADMISSION_PINS = tuple(name for name in ADMISSION_FIELDS if name.endswith("threshold"))
 
 
 class SearchSpace(StrictModel, protected_namespaces=()):

@@ -13,29 +13,9 @@ from typing import Any
 from aisimulate.errors import ConfigError
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
 from aisimulate.spica.config import Workload
+from aisimulate.spica.knobs import ADMISSION_FIELDS, OFFLOAD_FIELDS, ROUTER_WEIGHTS
 from aisimulate.workload.mooncake import TraceWorkload
 from aisimulate.workload.synthetic import SyntheticWorkload
-
-_ROUTER_FIELDS = (
-    "overlap_score_credit",
-    "prefill_load_scale",
-    "host_cache_hit_weight",
-    "disk_cache_hit_weight",
-    "router_temperature",
-    "active_decode_blocks_threshold",
-    "active_prefill_tokens_threshold",
-    "active_prefill_tokens_threshold_frac",
-    "router_queue_threshold",
-    "router_queue_policy",
-    "kv_event_lag_ms",
-)
-_OFFLOAD_FIELDS = (
-    "num_g2_blocks",
-    "kv_bytes_per_token",
-    "bandwidth_g1_to_g2_gbps",
-    "bandwidth_g2_to_g1_gbps",
-    "offload_batch_size",
-)
 
 
 def _engine(sample: Mapping[str, Any], role: str) -> EngineSpec:
@@ -54,7 +34,7 @@ def _engine(sample: Mapping[str, Any], role: str) -> EngineSpec:
     if sample[f"{shape}moe_tp"] * sample[f"{shape}moe_ep"] > 1:
         spec.update(moe_tp=sample[f"{shape}moe_tp"], moe_ep=sample[f"{shape}moe_ep"])
     if role != "decode" and sample["num_g2_blocks"]:
-        spec.update({k: sample[k] for k in _OFFLOAD_FIELDS if sample[k] is not None})
+        spec.update({k: sample[k] for k in OFFLOAD_FIELDS if sample[k] is not None})
     return EngineSpec(**spec)
 
 
@@ -62,7 +42,9 @@ def _router(sample: Mapping[str, Any]) -> RouterSpec:
     mode = sample.get("router_mode", "round_robin")
     if mode != "kv_router":
         return RouterSpec(mode=mode)
-    return RouterSpec(mode=mode, **{k: sample[k] for k in _ROUTER_FIELDS if sample.get(k) is not None})
+    # no_admission_control only forbids thresholds, which the config already enforced.
+    fields = (name for name in (*ROUTER_WEIGHTS, *ADMISSION_FIELDS) if name in RouterSpec.model_fields)
+    return RouterSpec(mode=mode, **{k: sample[k] for k in fields if sample.get(k) is not None})
 
 
 def deployment_plan(sample: Mapping[str, Any]) -> DeploymentPlan:

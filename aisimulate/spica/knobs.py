@@ -254,6 +254,32 @@ FpmSamplings = Choices[Annotated[str | FpmSampling, _composite(FPM_SAMPLING_PRES
 LoadSensitivities = Choices[Annotated[str | LoadSensitivity, _composite(LOAD_SENSITIVITY_PRESETS)]]
 LoadPredictors = Choices[Annotated[str | LoadPredictor, _composite(LOAD_PREDICTOR_PRESETS)]]
 
+# Field groups of the search space, named once for the modules that gate, unroll and deploy them.
+ROUTER_WEIGHTS = (
+    "overlap_score_credit",
+    "prefill_load_scale",
+    "host_cache_hit_weight",
+    "disk_cache_hit_weight",
+    "router_temperature",
+)
+TIER_WEIGHTS = ("host_cache_hit_weight", "disk_cache_hit_weight")  # read only with host offload
+ADMISSION_FIELDS = (
+    "active_decode_blocks_threshold",
+    "active_prefill_tokens_threshold",
+    "active_prefill_tokens_threshold_frac",
+    "no_admission_control",
+    "router_queue_threshold",
+    "router_queue_policy",
+    "kv_event_lag_ms",
+)
+OFFLOAD_FIELDS = (
+    "num_g2_blocks",
+    "kv_bytes_per_token",
+    "bandwidth_g1_to_g2_gbps",
+    "bandwidth_g2_to_g1_gbps",
+    "offload_batch_size",
+)
+
 # The reference's menus, in its order: the allowed entries of the categorical and composite
 # knobs, and the default entries of the numeric ones.
 SEARCH_CHOICES: Mapping[str, tuple[Any, ...]] = MappingProxyType(

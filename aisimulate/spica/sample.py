@@ -15,38 +15,26 @@ from aisimulate.catalog import ModelSpec, System
 from aisimulate.planner.predictors import PredictorSpec
 from aisimulate.spica.config import SearchSpace
 from aisimulate.spica.knobs import (
+    ADMISSION_FIELDS,
     FPM_SAMPLING_PRESETS,
     LOAD_SENSITIVITY_PRESETS,
+    OFFLOAD_FIELDS,
+    ROUTER_WEIGHTS,
     SCALING_POLICY_PRESETS,
     expand,
 )
 from aisimulate.spica.kv_load import KvLoad, RoleBatching, kv_load, kv_tokens_of, role_capacity_tokens
 from aisimulate.spica.parallel import DisaggConfig, ReplicaConfig, WorkerShape
 
-_PINNED = ("model_name", "hardware_sku", "gpu_budget", "min_gpu_budget", "min_endpoint", "context_length")
-_PINNED_TAIL = ("startup_time", "nextn")
-_KV_MANAGER = (
-    "num_g2_blocks",
-    "kv_bytes_per_token",
-    "bandwidth_g1_to_g2_gbps",
-    "bandwidth_g2_to_g1_gbps",
-    "offload_batch_size",
-)
-_ROUTER_SELECTED = (
-    "overlap_score_credit",
-    "prefill_load_scale",
-    "host_cache_hit_weight",
-    "disk_cache_hit_weight",
-    "router_temperature",
-)
-_ADMISSION = (
-    "active_decode_blocks_threshold",
-    "active_prefill_tokens_threshold",
-    "active_prefill_tokens_threshold_frac",
-    "no_admission_control",
-    "router_queue_threshold",
-    "router_queue_policy",
-    "kv_event_lag_ms",
+_PINNED = (
+    "model_name",
+    "hardware_sku",
+    "gpu_budget",
+    "min_gpu_budget",
+    "min_endpoint",
+    "context_length",
+    "startup_time",
+    "nextn",
 )
 
 
@@ -81,7 +69,7 @@ def unroll_sample(
     if (mode == "disagg") != isinstance(config, DisaggConfig):
         raise TypeError(f"a {mode} sample needs a {'DisaggConfig' if mode == 'disagg' else 'ReplicaConfig'}")
     sample: dict[str, Any] = {"deployment_mode": mode, "backend": selection["backend"]}
-    sample.update({name: getattr(space, name) for name in (*_PINNED, *_PINNED_TAIL, *_KV_MANAGER)})
+    sample.update({name: getattr(space, name) for name in (*_PINNED, *OFFLOAD_FIELDS)})
     if isinstance(config, DisaggConfig):
         sample.update(_parallel("prefill_", config.prefill))
         sample.update(_parallel("decode_", config.decode))
@@ -95,8 +83,8 @@ def unroll_sample(
             sample[f"{role}_{pinned}"] = getattr(space, f"{role}_{pinned}")
     sample["router_mode"] = selection["router_mode"]
     if selection["router_mode"] == "kv_router":
-        sample.update({name: selection[name] for name in _ROUTER_SELECTED if name in selection})
-        sample.update({name: getattr(space, name) for name in _ADMISSION})
+        sample.update({name: selection[name] for name in ROUTER_WEIGHTS if name in selection})
+        sample.update({name: getattr(space, name) for name in ADMISSION_FIELDS})
     entry = selection["planner_scaling_policy"]
     policy = expand(entry, SCALING_POLICY_PRESETS)
     sample["planner_scaling_policy"] = entry.model_dump() if not isinstance(entry, str) else entry

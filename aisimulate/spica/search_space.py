@@ -16,7 +16,14 @@ from typing import Any
 from aisimulate.catalog import ModelSpec, System
 from aisimulate.errors import ConfigError
 from aisimulate.spica.config import OptimizationGoal, SearchSpace, SmartSearchConfig
-from aisimulate.spica.knobs import SCALING_POLICY_PRESETS, NumericRange, ScalingPolicy, expand
+from aisimulate.spica.knobs import (
+    ROUTER_WEIGHTS,
+    SCALING_POLICY_PRESETS,
+    TIER_WEIGHTS,
+    NumericRange,
+    ScalingPolicy,
+    expand,
+)
 from aisimulate.spica.parallel import (
     DisaggConfig,
     ReplicaConfig,
@@ -28,8 +35,6 @@ from aisimulate.spica.parallel import (
 )
 from aisimulate.spica.projection import PoolEntry
 
-_ROUTER_KNOBS = ("overlap_score_credit", "prefill_load_scale", "router_temperature")
-_TIER_WEIGHTS = ("host_cache_hit_weight", "disk_cache_hit_weight")
 _ENGINE_KNOBS = {
     "agg": ("agg_max_num_batched_tokens", "agg_max_num_seqs"),
     "disagg": (
@@ -91,8 +96,8 @@ def branch_knobs(space: SearchSpace, mode: str, policies: Sequence[Any]) -> dict
     """Searched knobs of a branch, in order: router, planner, engine."""
     knobs: dict[str, Any] = {"router_mode": tuple(space.router_mode)}
     if "kv_router" in space.router_mode:
-        names = _ROUTER_KNOBS + (_TIER_WEIGHTS if space.num_g2_blocks > 0 else ())
-        knobs.update({name: getattr(space, name) for name in names})
+        offload = space.num_g2_blocks > 0
+        knobs.update({n: getattr(space, n) for n in ROUTER_WEIGHTS if offload or n not in TIER_WEIGHTS})
     knobs["planner_scaling_policy"] = tuple(policies)
     if any(_scales(p).enabled for p in policies):
         knobs["planner_fpm_sampling"] = tuple(space.planner_fpm_sampling)
@@ -141,8 +146,8 @@ def enumerate_branches(config: SmartSearchConfig) -> SearchPlan:
         )
         roles = ("prefill", "decode") if mode == "disagg" else ("agg",)
         backends_of: dict[ReplicaConfig | DisaggConfig, set[str]] = {c: set() for c in configs}
+        shapes = shapes_of(configs)
         for backend in space.backend:
-            shapes = shapes_of(configs)
             viable = {role: _viable_shapes(space, model, system, backend, role, shapes) for role in roles}
             for c in configs:
                 if _runs(c, viable):
