@@ -122,6 +122,10 @@ class Rank(DecodeStretches, DecodeDestination):
         # Decoders that have not yet had a decode pass: their previous token came out at a
         # time of their own (always the previous pass end under vLLM, an extend pass in SGLang).
         self._fresh: list[Request] = []
+        # (prefill tokens, prefill requests, decode requests, decode KV tokens, ms) of the
+        # latest pass, None before the first.
+        self.last_pass: tuple[int, int, int, int, float] | None = None
+        self._stretch_start_ms = 0.0
 
     # ---- host offload --------------------------------------------------------------------
     def _stored(self, keys: list[int]) -> None:
@@ -375,21 +379,21 @@ class Rank(DecodeStretches, DecodeDestination):
             self.max_active_blocks = active
         if not chunks and d == 0:
             return 0.0
-        tokens, requests, context, pairs = chunk_totals(chunks)
-        return self.perf.time_ms(
-            tokens,
-            requests,
-            pairs,
-            context,
-            # The decode batch is the requests decoding at the start of the pass (a request whose
-            # prompt completes emits its first token without a decode step of its own), and its
-            # KV load is their summed context, as the reference replay feeds its timing model.
-            d,
-            d_ctx,
-            self.tokens_per_step,
-            d_ctx,
-            self.capacity_tokens,
+        # The decode batch is the requests decoding at the start of the pass (a request whose
+        # prompt completes emits its first token without a decode step of its own), and its KV
+        # load is their summed context, as the reference replay feeds its timing model.
+        return self._price(*chunk_totals(chunks), d, d_ctx, d_ctx)
+
+    def _price(
+        self, tokens: int, requests: int, context: int, pairs: float, d: int, d_ctx: int, active_kv: int
+    ) -> float:
+        """The pass's duration; its work and duration are kept as the latest forward-pass
+        metrics (what a planner reads)."""
+        ms = self.perf.time_ms(
+            tokens, requests, pairs, context, d, d_ctx, self.tokens_per_step, active_kv, self.capacity_tokens
         )
+        self.last_pass = (tokens, requests, d, d_ctx, ms)
+        return ms
 
     def _decode_fast(self, p: int, budget: int) -> tuple[int, int, int]:
         bs = self.block_size

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from aisimulate.planner.config import PlannerConfig
+
 Backend = Literal["vllm", "sglang", "trtllm"]
 
 
@@ -139,6 +141,8 @@ class DeploymentPlan(_Frozen):
     # prefill and a decode worker fit one NVLink domain, else inter-node); 0: free.
     kv_transfer_bandwidth_gbps: float | None = Field(default=None, ge=0)
     kv_transfer_timing: Literal["full_prompt", "destination_missing"] = "full_prompt"
+    # Autoscaling during the replay (None: the fleet stays as the engine specs' replicas).
+    planner: PlannerConfig | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -18,25 +18,42 @@ class Report:
     perf_model: str
     requests: list[dict[str, Any]] | None = None
     timeline: list[dict[str, Any]] | None = None
+    # Under a planner: the fleet per role after every change (active, starting, draining) and
+    # the planner's scaling decisions.
+    replicas: list[dict[str, Any]] | None = None
+    planner_events: list[dict[str, Any]] | None = None
     config: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"summary": self.summary, "perf_model": self.perf_model, "config": self.config}
-        if self.requests is not None:
-            out["requests"] = self.requests
-        if self.timeline is not None:
-            out["timeline"] = self.timeline
+        for key in ("requests", "timeline", "replicas", "planner_events"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
 
 @dataclass(frozen=True, kw_only=True)
 class Fleet:
-    """What was provisioned, for cost accounting."""
+    """What was provisioned, for cost accounting: the starting workers and, under a planner,
+    every later change as (time, billing role, workers provisioned from then on)."""
 
     prefill_workers: int
     decode_workers: int  # aggregated workers count as decode, as in the reference
     prefill_gpus_per_worker: int
     decode_gpus_per_worker: int
+    changes: tuple[tuple[float, str, int], ...] = ()
+
+    def worker_seconds(self, role: str, horizon_ms: float) -> float:
+        """Provisioned workers of ``role`` integrated over [0, horizon]."""
+        count = self.prefill_workers if role == "prefill" else self.decode_workers
+        total_ms = since = 0.0
+        for at, who, provisioned in self.changes:
+            if who != role:
+                continue
+            at = min(at, horizon_ms)
+            total_ms += count * (at - since)
+            count, since = provisioned, at
+        return (total_ms + count * max(horizon_ms - since, 0.0)) / 1000.0
 
 
 def summarize(
@@ -110,8 +127,8 @@ def summarize(
         summary["goodput_request_throughput_rps"] = rate(int(ok.sum()))
         summary["goodput_output_throughput_tok_s"] = rate(int(out_len[ok].sum()))
 
-    prefill_s = fleet.prefill_workers * seconds
-    decode_s = fleet.decode_workers * seconds
+    prefill_s = fleet.worker_seconds("prefill", duration)
+    decode_s = fleet.worker_seconds("decode", duration)
     gpu_hours = (prefill_s * fleet.prefill_gpus_per_worker + decode_s * fleet.decode_gpus_per_worker) / 3600.0
     summary.update(
         prefill_worker_seconds=prefill_s,

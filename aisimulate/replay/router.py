@@ -26,6 +26,10 @@ class Router(Protocol):
         """Admission control: hold arrivals in the router's queue for now."""
         ...
 
+    def attach(self, ranks: Sequence[Rank]) -> None:
+        """New ranks joined the pool (routers that watch KV events subscribe to theirs)."""
+        ...
+
 
 class _Stateless:
     def release(self, request: Request) -> None:
@@ -34,6 +38,9 @@ class _Stateless:
     def should_hold(self, ranks: Sequence[Rank]) -> bool:
         del ranks
         return False
+
+    def attach(self, ranks: Sequence[Rank]) -> None:
+        del ranks
 
 
 class RoundRobin(_Stateless):
@@ -67,18 +74,15 @@ class LeastLoaded(_Stateless):
 def make_router(
     spec: RouterSpec,
     rng: np.random.Generator,
-    ranks: Sequence[Rank],
     *,
     decode_pool: bool = False,
     clock: Clock | None = None,
 ) -> Router:
-    """The pool's router; a KV router subscribes to the ranks' KV events when it needs them."""
+    """A pool's router, before any rank has joined (see ``Router.attach``)."""
     if spec.mode == "kv_router":
         from aisimulate.replay.kv_router import KvRouter
 
-        router = KvRouter(spec, rng, decode_pool=decode_pool, clock=clock)
-        router.attach(ranks)
-        return router
+        return KvRouter(spec, rng, decode_pool=decode_pool, clock=clock)
     if spec.mode == "random":
         return RandomRouter(rng)
     if spec.mode == "least_loaded":

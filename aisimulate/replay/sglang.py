@@ -78,15 +78,13 @@ class SglangRank(Rank):
         batch = self._extend_batch()
         self._extending = bool(batch)
         if batch:
-            tokens, requests, context, pairs = chunk_totals(batch)
             # The extend pass decodes only the prompts it completes (their first token); a
             # prefill worker's first token comes with the prefill itself.
             completers = [] if self.role == "prefill" else self._completing
             done_ctx = sum(r.num_computed for r in completers)
-            return self.perf.time_ms(
-                tokens, requests, pairs, context, len(completers), done_ctx, self.tokens_per_step,
-                min(done_ctx, self.capacity_tokens), self.capacity_tokens,
-            )  # fmt: skip
+            return self._price(
+                *chunk_totals(batch), len(completers), done_ctx, min(done_ctx, self.capacity_tokens)
+            )
         if not self.decoders:
             return 0.0
         p = self.pass_idx
@@ -98,17 +96,7 @@ class SglangRank(Rank):
         active = self.pool.num_active
         if active > self.max_active_blocks:
             self.max_active_blocks = active
-        return self.perf.time_ms(
-            0,
-            0,
-            0.0,
-            0,
-            d,
-            d_ctx,
-            self.tokens_per_step,
-            min(d_ctx, self.capacity_tokens),
-            self.capacity_tokens,
-        )
+        return self._price(0, 0, 0, 0.0, d, d_ctx, min(d_ctx, self.capacity_tokens))
 
     def _decode_need(self, p: int) -> int:
         if self.exact:

@@ -22,6 +22,8 @@ import numpy as np
 
 from aisimulate.catalog import get_system
 from aisimulate.errors import ConfigError
+from aisimulate.planner.policy import Planner
+from aisimulate.replay.autoscale import Lifecycle, capability, fpm_snapshot, traffic_window
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import unit_blocks
 from aisimulate.replay.kv_events import Clock
@@ -30,11 +32,11 @@ from aisimulate.replay.offload import SharedLink
 from aisimulate.replay.plan import SLA, DeploymentPlan
 from aisimulate.replay.report import Fleet, Report, request_records, summarize
 from aisimulate.replay.request import Request
-from aisimulate.replay.workers import ResolvedEngine, Worker, build_pool, resolve_engine
+from aisimulate.replay.workers import Pool, ResolvedEngine, Worker, build_pool, resolve_engine
 from aisimulate.workload.loader import Workload
 from aisimulate.workload.request import RequestSpec, Session
 
-_PASS_END, _TRANSFER, _READY, _LINK = 0, 1, 2, 3
+_PASS_END, _TRANSFER, _READY, _LINK, _STARTED, _TICK = 0, 1, 2, 3, 4, 5
 
 
 class Simulation:
@@ -95,6 +97,102 @@ class Simulation:
         self.timeline_interval_ms = timeline_interval_ms
         self._next_sample_ms = 0.0
         self._tokens_at_sample = 0
+        self.planner: Planner | None = None
+        self.lifecycle = Lifecycle(pools=self.pools)
+        if plan.planner is not None:
+            self._start_planner(plan, engines)
+
+    # ---- the planner ---------------------------------------------------------------------
+    def _start_planner(self, plan: DeploymentPlan, engines: dict[str, ResolvedEngine]) -> None:
+        assert plan.planner is not None
+        self.planner = Planner(
+            plan.planner,
+            {pool.role: capability(engines[pool.role], plan.model) for pool in self.pools},
+            initial={pool.role: len(pool.workers) for pool in self.pools},
+        )
+        self._seen: dict[int, object] = {}  # rank id -> the pass the planner saw last
+        self._offered_at_tick = 0
+        self._finished_at_tick = 0
+        for pool in self.pools:
+            self.lifecycle.record(pool, 0.0)
+        self._push(self.planner.first_tick_ms(), _TICK, None)
+
+    def _tick(self, now: float) -> None:
+        planner = self.planner
+        assert planner is not None
+        roles = {}
+        for pool in self.pools:
+            fpm = []
+            for rank in pool.ranks:
+                queued = (r for r, _, _ in self.pending.get(id(rank), ()))
+                fpm.append(fpm_snapshot(rank, queued, self._seen.get(id(rank))))
+                self._seen[id(rank)] = rank.last_pass
+            roles[pool.role] = self.lifecycle.state(pool, fpm)
+        finished = self.collector.finished
+        window = traffic_window(self.num_requests - self._offered_at_tick, finished[self._finished_at_tick :])
+        self._offered_at_tick, self._finished_at_tick = self.num_requests, len(finished)
+        decision = planner.tick(now, roles, window)
+        for pool in self.pools:
+            target = decision.targets.get(pool.role)
+            if target is not None:
+                self._scale(pool, target, now)
+        done = self._next_session() is None and not self.in_flight and not self.ready
+        if decision.next_tick_ms is not None and not done:
+            self._push(decision.next_tick_ms, _TICK, None)
+
+    def _scale(self, pool: Pool, target: int, now: float) -> None:
+        """Start or remove workers until ``target`` are serving or on their way."""
+        lifecycle = self.lifecycle
+        active, starting, _ = lifecycle.counts(pool)
+        startup_ms = (pool.engine.spec.startup_time or 0.0) * 1000.0
+        for _ in range(target - active - starting):
+            worker = pool.new_worker()
+            self.ranks.extend(worker.ranks)
+            self.worker_of.update({id(rank): worker for rank in worker.ranks})
+            if startup_ms > 0:
+                lifecycle.starting[id(worker)] = (pool, worker)
+                self._push(now + startup_ms, _STARTED, (pool, worker))
+            else:
+                self._activate(pool, worker, now)
+        excess = active + starting - target
+        # Capacity still starting goes first (newest first): it serves nobody yet.
+        for key in reversed(list(lifecycle.starting)):
+            if excess <= 0:
+                break
+            if lifecycle.starting[key][0] is pool:
+                del lifecycle.starting[key]
+                excess -= 1
+        while excess > 0 and pool.workers:
+            # The least loaded worker drains fastest; among equals the newest goes.
+            worker = min(
+                reversed(pool.workers),
+                key=lambda w: sum(rank.num_running + len(rank.waiting) for rank in w.ranks),
+            )
+            pool.deactivate(worker)
+            lifecycle.draining[id(worker)] = (pool, worker)
+            excess -= 1
+            self._retire_if_idle(worker, now)
+        lifecycle.record(pool, now)
+
+    def _activate(self, pool: Pool, worker: Worker, now: float) -> None:
+        pool.activate(worker)
+        self.workers.append(worker)
+        if pool is self.entry and self.held:
+            self._release_held(now)
+
+    def _started(self, pool: Pool, worker: Worker, now: float) -> None:
+        if self.lifecycle.starting.pop(id(worker), None) is None:
+            return  # cancelled while starting
+        self._activate(pool, worker, now)
+        self.lifecycle.record(pool, now)
+
+    def _retire_if_idle(self, worker: Worker, now: float) -> None:
+        """A draining worker leaves once it holds no work (nor KV on its way to it)."""
+        if worker.busy or worker.has_work() or any(self.pending.get(id(rank)) for rank in worker.ranks):
+            return
+        pool, _ = self.lifecycle.draining.pop(id(worker))
+        self.workers.remove(worker)
+        self.lifecycle.record(pool, now)
 
     # ---- arrivals ------------------------------------------------------------------------
     def _next_session(self) -> Session | None:
@@ -275,6 +373,8 @@ class Simulation:
                 if worker.ranks[0].role == "decode":
                     for rank in worker.ranks:
                         self._reserve(rank, now)
+                if self.lifecycle.draining and id(worker) in self.lifecycle.draining:
+                    self._retire_if_idle(worker, now)
             if self.held:
                 self._release_held(now)
             while heap and heap[0][0] <= now and heap[0][1] == _TRANSFER:
@@ -291,6 +391,12 @@ class Simulation:
                 else:
                     self._arrive(spec, now, session)
             self._release_arrivals(now)
+            while heap and heap[0][0] <= now and heap[0][1] == _STARTED:
+                _, _, _, (pool, worker) = heapq.heappop(heap)
+                self._started(pool, worker, now)
+            while heap and heap[0][0] <= now and heap[0][1] == _TICK:
+                heapq.heappop(heap)
+                self._tick(now)
             if self.timeline is not None:
                 self._sample(now)
             started_instant = False
@@ -350,14 +456,15 @@ class Simulation:
         while now >= self._next_sample_ms:
             tokens = self.collector.emitted_tokens
             interval_s = self.timeline_interval_ms / 1000.0
-            active = sum(rank.pool.num_active for rank in self.ranks)
-            total = sum(rank.pool.num_blocks for rank in self.ranks)
+            ranks = [rank for worker in self.workers for rank in worker.ranks]
+            active = sum(rank.pool.num_active for rank in ranks)
+            total = sum(rank.pool.num_blocks for rank in ranks)
             self.timeline.append(
                 {
                     "time_ms": self._next_sample_ms,
                     "replicas": len(self.workers),
-                    "running": sum(rank.num_running for rank in self.ranks),
-                    "waiting": sum(len(rank.waiting) for rank in self.ranks),
+                    "running": sum(rank.num_running for rank in ranks),
+                    "waiting": sum(len(rank.waiting) for rank in ranks),
                     "kv_usage_ratio": active / total if total else 0.0,
                     "output_tokens_per_s": (tokens - self._tokens_at_sample) / interval_s,
                 }
@@ -418,6 +525,7 @@ def simulate(
             decode_workers=decode.spec.replicas,
             prefill_gpus_per_worker=prefill.spec.gpus_per_worker if prefill else 0,
             decode_gpus_per_worker=decode.spec.gpus_per_worker,
+            changes=sim.lifecycle.provisioned_changes(),
         ),
         sla=sla,
         perf_model=perf_name,
@@ -425,11 +533,20 @@ def simulate(
         max_kv_usage_ratio=max(rank.max_active_blocks / rank.pool.num_blocks for rank in ranks),
         wall_time_ms=wall_ms,
     )
+    planner = sim.planner
+    if planner is not None:
+        summary.update(
+            planner_total_ticks=planner.stats.ticks,
+            planner_scale_ups=planner.stats.scale_ups,
+            planner_scale_downs=planner.stats.scale_downs,
+        )
     return Report(
         summary=summary,
         perf_model=perf_name,
         requests=request_records(sim.collector) if capture_requests else None,
         timeline=sim.timeline,
+        replicas=sim.lifecycle.series if planner is not None else None,
+        planner_events=planner.stats.events if planner is not None else None,
         config={"plan": plan.model_dump(), "seed": seed, "perf": perf, "exact": exact},
     )
 

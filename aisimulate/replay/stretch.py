@@ -84,6 +84,7 @@ class DecodeStretches:
         )
         # Sequential sums from now, exactly as pass-by-pass stepping adds them.
         ends = np.cumsum(np.concatenate(([now_ms], times)))[1:]
+        self._stretch_start_ms = now_ms
         if until_ms != float("inf"):
             ends = ends[: max(int(np.searchsorted(ends, until_ms, side="right")), 1)]
         return ends
@@ -111,6 +112,8 @@ class DecodeStretches:
         if k > 1:
             self.collector.gaps(np.diff(ends), d)
             self.pass_end_ms.extend(ends[1:].tolist())
+        last_start = float(ends[-2]) if k > 1 else self._stretch_start_ms
+        self.last_pass = (0, 0, d, self.dec_ctx + d * k, float(ends[-1]) - last_start)
         self.dec_ctx += d * k
         self.pass_idx += k
         finished: list[Request] = []

@@ -142,15 +142,64 @@ class Worker:
 
 @dataclass(kw_only=True)
 class Pool:
-    """The workers of one role, their router and where their requests' results go."""
+    """The routable workers of one role, their router and where their requests' results go.
+
+    Workers that are starting or draining (under a planner) are not in ``workers``/``ranks``:
+    the router never sees them.
+    """
 
     role: str
     engine: ResolvedEngine
     router_spec: RouterSpec
+    collector: Collector
+    unit: int
+    exact: bool
     workers: list[Worker]
     ranks: list[Rank]
     router: Router
     worker_of: dict[int, Worker]
+    created: int = 0  # workers built so far: the next one's index
+
+    def new_worker(self) -> Worker:
+        """Build the pool's next worker (not yet routable: see :meth:`activate`)."""
+        spec, engine = self.engine.spec, self.engine
+        cls = SglangRank if engine.backend == "sglang" else Rank
+        ranks = [
+            cls(
+                spec,
+                engine.backend,
+                engine.perf,
+                engine.num_gpu_blocks,
+                self.collector,
+                exact=self.exact,
+                worker=self.created,
+                rank=d,
+                unit=self.unit,
+                role=self.role,
+                tokens_per_step=1.0 + spec.nextn,
+            )
+            for d in range(spec.attention_dp)
+        ]
+        self.created += 1
+        for rank in ranks:
+            rank.stretch_keeps_cache = self.router_spec.mode == "kv_router"
+            if spec.num_g2_blocks is not None:
+                rank.tiers = host_tiers(spec, engine, self.unit)
+                self.collector.tiers_enabled = True
+        worker = Worker(ranks, stretches=not self.exact and stretch_safe(self.router_spec))
+        for rank in ranks:
+            self.worker_of[id(rank)] = worker
+        self.router.attach(ranks)
+        return worker
+
+    def activate(self, worker: Worker) -> None:
+        self.workers.append(worker)
+        self.ranks.extend(worker.ranks)
+
+    def deactivate(self, worker: Worker) -> None:
+        """Stop routing to ``worker`` (it drains what it already has)."""
+        self.workers.remove(worker)
+        self.ranks[:] = [rank for rank in self.ranks if self.worker_of[id(rank)] is not worker]
 
 
 def host_tiers(spec: EngineSpec, engine: ResolvedEngine, unit: int) -> HostTiers:
@@ -186,46 +235,21 @@ def build_pool(
     unit: int,
     exact: bool,
     rng: np.random.Generator,
-    first_worker: int = 0,
     clock: Clock | None = None,
 ) -> Pool:
-    spec = engine.spec
-    cls = SglangRank if engine.backend == "sglang" else Rank
-    workers = [
-        Worker(
-            [
-                cls(
-                    spec,
-                    engine.backend,
-                    engine.perf,
-                    engine.num_gpu_blocks,
-                    collector,
-                    exact=exact,
-                    worker=first_worker + w,
-                    rank=d,
-                    unit=unit,
-                    role=role,
-                    tokens_per_step=1.0 + spec.nextn,
-                )
-                for d in range(spec.attention_dp)
-            ],
-            stretches=not exact and stretch_safe(router_spec),
-        )
-        for w in range(spec.replicas)
-    ]
-    for worker in workers:
-        for rank in worker.ranks:
-            rank.stretch_keeps_cache = router_spec.mode == "kv_router"
-            if spec.num_g2_blocks is not None:
-                rank.tiers = host_tiers(spec, engine, unit)
-                collector.tiers_enabled = True
-    ranks = [rank for worker in workers for rank in worker.ranks]
-    return Pool(
+    """A pool with its starting fleet (``replicas`` workers), all routable."""
+    pool = Pool(
         role=role,
         engine=engine,
         router_spec=router_spec,
-        workers=workers,
-        ranks=ranks,
-        router=make_router(router_spec, rng, ranks, decode_pool=role == "decode", clock=clock),
-        worker_of={id(rank): worker for worker in workers for rank in worker.ranks},
+        collector=collector,
+        unit=unit,
+        exact=exact,
+        workers=[],
+        ranks=[],
+        router=make_router(router_spec, rng, decode_pool=role == "decode", clock=clock),
+        worker_of={},
     )
+    for _ in range(engine.spec.replicas):
+        pool.activate(pool.new_worker())
+    return pool
