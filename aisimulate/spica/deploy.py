@@ -10,12 +10,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aisimulate.errors import ConfigError
+from aisimulate.planner.predictors import PredictorSpec
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
-from aisimulate.spica.config import Workload
-from aisimulate.spica.knobs import ADMISSION_FIELDS, OFFLOAD_FIELDS, ROUTER_WEIGHTS
+from aisimulate.spica.config import OptimizationGoal, Workload
+from aisimulate.spica.knobs import (
+    ADMISSION_FIELDS,
+    OFFLOAD_FIELDS,
+    ROUTER_WEIGHTS,
+    FpmSampling,
+    LoadSensitivity,
+    ScalingPolicy,
+)
 from aisimulate.workload.mooncake import TraceWorkload
 from aisimulate.workload.synthetic import SyntheticWorkload
+
+# Sample keys that are planner config keys of the same name.
+PLANNER_SAMPLE_FIELDS = (
+    *ScalingPolicy.model_fields,
+    *FpmSampling.model_fields,
+    *LoadSensitivity.model_fields,
+    *PredictorSpec.model_fields,
+)
 
 
 def _engine(sample: Mapping[str, Any], role: str) -> EngineSpec:
@@ -47,15 +62,29 @@ def _router(sample: Mapping[str, Any]) -> RouterSpec:
     return RouterSpec(mode=mode, **{k: sample[k] for k in fields if sample.get(k) is not None})
 
 
-def deployment_plan(sample: Mapping[str, Any]) -> DeploymentPlan:
-    """The replay's deployment for a sample. A sample whose planner scales cannot be replayed
-    yet: the planner loop is not part of the replay, and a static replay would misreport it."""
-    if sample["enable_throughput_scaling"] or sample["enable_load_scaling"]:
-        raise ConfigError(
-            "planner scaling cannot be replayed yet (the planner loop is not built); "
-            "use planner_scaling_policy: [disabled]",
-            where="search_space.planner_scaling_policy",
-        )
+def _planner(sample: Mapping[str, Any], goal: OptimizationGoal) -> dict[str, Any]:
+    """The planner block of a scaling sample: its policy fields, the goal's target and SLA, and
+    the search's GPU budget (the planner may grow the fleet up to it)."""
+    planner: dict[str, Any] = {
+        name: sample[name] for name in PLANNER_SAMPLE_FIELDS if sample.get(name) is not None
+    }
+    planner["optimization_target"] = goal.planner_target
+    if goal.sla is not None:
+        planner.update({k: v for k, v in (("ttft_ms", goal.sla.ttft_ms), ("itl_ms", goal.sla.itl_ms)) if v})
+    for field, key in (("max_gpu_budget", "gpu_budget"), ("min_gpu_budget", "min_gpu_budget")):
+        if sample.get(key) is not None:
+            planner[field] = sample[key]
+    if sample.get("min_endpoint") is not None:
+        planner["min_endpoint"] = sample["min_endpoint"]
+    return planner
+
+
+def deployment_plan(sample: Mapping[str, Any], goal: OptimizationGoal | None = None) -> DeploymentPlan:
+    """The replay's deployment for a sample; a sample whose planner scales needs the ``goal``
+    (the planner targets its SLA)."""
+    scaling = sample["enable_throughput_scaling"] or sample["enable_load_scaling"]
+    if scaling and goal is None:
+        raise ValueError("a sample whose planner scales needs the optimization goal")
     mode = sample["deployment_mode"]
     roles = ("prefill", "decode") if mode == "disagg" else ("agg",)
     return DeploymentPlan(
@@ -64,6 +93,7 @@ def deployment_plan(sample: Mapping[str, Any]) -> DeploymentPlan:
         model=sample["model_name"],
         system=sample["hardware_sku"],
         router=_router(sample),
+        planner=_planner(sample, goal) if scaling and goal is not None else None,
         **{role: _engine(sample, role) for role in roles},
     )
 

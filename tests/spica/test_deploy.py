@@ -4,9 +4,8 @@ import json
 
 import pytest
 
-from aisimulate.errors import ConfigError
 from aisimulate.replay import simulate
-from aisimulate.spica.config import SmartSearchConfig
+from aisimulate.spica.config import OptimizationGoal, SmartSearchConfig
 from aisimulate.spica.deploy import deployment_plan, replay_workload
 from aisimulate.spica.parallel import DisaggConfig, ReplicaConfig, WorkerShape
 from aisimulate.spica.sample import unroll_sample
@@ -63,9 +62,23 @@ def test_moe_split_and_offload_reach_the_right_roles():
     assert plan.decode.num_g2_blocks is None
 
 
-def test_planner_samples_are_refused_until_the_planner_exists():
-    with pytest.raises(ConfigError, match="planner scaling cannot be replayed yet"):
-        deployment_plan(unroll_sample(SPACE, DISAGG_SELECTION, DISAGG))
+def test_planner_samples_carry_the_policy_goal_and_budget():
+    sample = unroll_sample(SPACE, DISAGG_SELECTION, DISAGG)
+    with pytest.raises(ValueError, match="needs the optimization goal"):
+        deployment_plan(sample)
+    goal = OptimizationGoal(target="goodput_per_gpu", sla={"ttft_ms": 800, "itl_ms": 40})
+    planner = deployment_plan(sample, goal).planner
+    assert planner is not None
+    assert planner.enable_load_scaling == sample["enable_load_scaling"]
+    assert planner.load_adjustment_interval_seconds == sample["load_adjustment_interval_seconds"]
+    assert planner.fpm_sample_bucket_size == sample["fpm_sample_bucket_size"]
+    assert (planner.optimization_target, planner.ttft_ms, planner.itl_ms) == ("sla", 800, 40)
+    assert planner.max_gpu_budget == sample["gpu_budget"]
+
+
+def test_static_samples_have_no_planner():
+    sample = unroll_sample(SPACE, {**DISAGG_SELECTION, "planner_scaling_policy": "disabled"}, DISAGG)
+    assert deployment_plan(sample).planner is None
 
 
 def test_kv_load_and_rate_workloads():
