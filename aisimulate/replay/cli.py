@@ -1,7 +1,8 @@
 """``python -m aisimulate.replay --config replay.yaml``: replay one deployment, print a summary.
 
     python -m aisimulate.replay --config examples/aisimulate/replay/synthetic_closed_loop.yaml \\
-        [--json out.json] [--requests-csv requests.csv] [--timeline-csv timeline.csv] [--exact]
+        [--json out.json] [--requests-csv requests.csv] [--timeline-csv timeline.csv]
+        [--replicas-csv replicas.csv] [--exact]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", dest="json_path", default=None, help="write summary (and captures) as JSON")
     parser.add_argument("--requests-csv", default=None, help="write one row per request")
     parser.add_argument("--timeline-csv", default=None, help="write the time series (1 s intervals)")
+    parser.add_argument("--replicas-csv", default=None, help="write the fleet after each planner change")
     parser.add_argument("--exact", action="store_true", help="plain pass-by-pass loop (slower reference)")
     return parser
 
@@ -97,6 +99,10 @@ def render(report: Report, console: Console, title: str) -> None:
     ]
     if "kv_transfer_ms_mean" in s:
         rows.append(("KV transfer, mean (ms)", _fmt(s["kv_transfer_ms_mean"], 2)))
+    if "planner_total_ticks" in s:
+        rows.append(("average GPUs provisioned", _fmt(s["avg_gpu"], 2)))
+        moves = f"{s['planner_scale_ups']:,} / {s['planner_scale_downs']:,}"
+        rows.append(("planner ticks, scale-ups / downs", f"{s['planner_total_ticks']:,}; {moves}"))
     if "goodput_completed_requests" in s:
         rows.append(("goodput (req/s)", _fmt(s["goodput_request_throughput_rps"], 3)))
         rows.append(("requests meeting the SLA", f"{s['goodput_completed_requests']:,}"))
@@ -141,4 +147,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _write_csv(args.requests_csv, report.requests or [])
     if args.timeline_csv:
         _write_csv(args.timeline_csv, report.timeline or [])
+    if args.replicas_csv:
+        _write_csv(args.replicas_csv, report.replicas or [])
     return 0

@@ -37,6 +37,15 @@ def test_examples_run_and_write_results(tmp_path, capsys, name):
     assert timeline.read_text().startswith("time_ms,")
 
 
+def test_planner_example_reports_the_fleet(tmp_path, capsys):
+    fleet = tmp_path / "fleet.csv"
+    assert main(["--config", str(EXAMPLES / "planner_open_loop.yaml"), "--replicas-csv", str(fleet)]) == 0
+    assert "planner ticks" in capsys.readouterr().out
+    lines = fleet.read_text().splitlines()
+    assert lines[0] == "time_ms,role,active,starting,draining"
+    assert lines[1] == "0.0,agg,4,0,0" and len(lines) > 2
+
+
 def write(tmp_path, text):
     path = tmp_path / "replay.yaml"
     path.write_text(text)
