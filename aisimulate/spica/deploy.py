@@ -69,8 +69,10 @@ def _planner(sample: Mapping[str, Any], goal: OptimizationGoal) -> dict[str, Any
         name: sample[name] for name in PLANNER_SAMPLE_FIELDS if sample.get(name) is not None
     }
     planner["optimization_target"] = goal.planner_target
-    if goal.sla is not None:
-        planner.update({k: v for k, v in (("ttft_ms", goal.sla.ttft_ms), ("itl_ms", goal.sla.itl_ms)) if v})
+    if goal.planner_target == "sla" and goal.sla is not None:
+        if goal.sla.ttft_ms is None or goal.sla.itl_ms is None:
+            raise ValueError("a planner that targets the SLA needs both ttft_ms and itl_ms in goal.sla")
+        planner.update(ttft_ms=goal.sla.ttft_ms, itl_ms=goal.sla.itl_ms)
     for field, key in (("max_gpu_budget", "gpu_budget"), ("min_gpu_budget", "min_gpu_budget")):
         if sample.get(key) is not None:
             planner[field] = sample[key]

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from aisimulate.replay import simulate
+from aisimulate.planner import PlannerConfig
+from aisimulate.replay import SLA, simulate
 from aisimulate.spica.config import OptimizationGoal, SmartSearchConfig
 from aisimulate.spica.deploy import deployment_plan, replay_workload
 from aisimulate.spica.parallel import DisaggConfig, ReplicaConfig, WorkerShape
@@ -74,6 +75,17 @@ def test_planner_samples_carry_the_policy_goal_and_budget():
     assert planner.fpm_sample_bucket_size == sample["fpm_sample_bucket_size"]
     assert (planner.optimization_target, planner.ttft_ms, planner.itl_ms) == ("sla", 800, 40)
     assert planner.max_gpu_budget == sample["gpu_budget"]
+
+
+def test_planner_sla_needs_ttft_and_itl_and_non_sla_targets_take_none():
+    sample = unroll_sample(SPACE, DISAGG_SELECTION, DISAGG)
+    e2e_only = OptimizationGoal.model_construct(target="goodput", sla=SLA(e2e_ms=5000))
+    with pytest.raises(ValueError, match="ttft_ms and itl_ms"):
+        deployment_plan(sample, e2e_only)
+    load_only = {**sample, "enable_throughput_scaling": False}
+    planner = deployment_plan(load_only, OptimizationGoal(target="throughput")).planner
+    assert planner is not None and planner.optimization_target == "throughput"
+    assert planner.ttft_ms == PlannerConfig().ttft_ms  # the planner's own default, not the goal's
 
 
 def test_static_samples_have_no_planner():
