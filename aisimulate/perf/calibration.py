@@ -82,6 +82,12 @@ def calibration_for(system: System, backend: str) -> Calibration:
     return calibration_from_entry(fits[key], data.get("overhead", {}).get(backend), source)
 
 
+def e2e_fitted_models() -> tuple[str, ...]:
+    """Models whose end-to-end measurements the per-pass overheads were fitted on; a fidelity
+    report keeps their rows apart from the held-out ones."""
+    return tuple(_data().get("e2e_fit", {}).get("models", ()))
+
+
 def default_calibration() -> Calibration:
     """Unfitted defaults; the calibration script starts from these."""
     return Calibration(
