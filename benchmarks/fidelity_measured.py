@@ -185,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
     if fitted_models:
         print(_line("rows the end-to-end calibration was fitted on", fitted))
         print(_line("held-out rows (never fitted on)", held_out))
+        for model in sorted({o.row.model for o in held_out}):
+            print(_line(f"  held out: {model}", [o for o in held_out if o.row.model == model]))
     if skipped:
         print(f"\nskipped {len(skipped)} row(s):")
         for s in skipped:
@@ -201,7 +203,14 @@ def run(args: argparse.Namespace) -> int:
         "all": _stats_block(outcomes),
     }
     if fitted_models:
-        summary.update(fitted=_stats_block(fitted), held_out=_stats_block(held_out))
+        by_model: dict[str, list[Outcome]] = defaultdict(list)
+        for o in held_out:
+            by_model[o.row.model].append(o)
+        summary.update(
+            fitted=_stats_block(fitted),
+            held_out=_stats_block(held_out),
+            held_out_by_model={m: _stats_block(members) for m, members in sorted(by_model.items())},
+        )
     print(json.dumps(summary))
     return 0
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.errors import UnknownNameError
 from aisimulate.fidelity.measured import MeasuredRow
+from aisimulate.perf.calibration import e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec
-from aisimulate.workload import SyntheticWorkload
+from aisimulate.workload import LengthDistribution, SyntheticWorkload
 
 BACKENDS = ("vllm", "sglang", "trtllm")
 # Format family of a quantisation label -> weight dtypes that belong to it, best match first.
@@ -80,8 +81,17 @@ def _checkpoint(row: MeasuredRow, spec: ModelSpec) -> str | Skipped:
     return best.name
 
 
-def build_case(row: MeasuredRow) -> ReplayCase | Skipped:
-    """The replay of one measured row, or the reason it is skipped (never silently dropped)."""
+def build_case(row: MeasuredRow, *, osl_spread: float | None = None) -> ReplayCase | Skipped:
+    """The replay of one measured row, or the reason it is skipped (never silently dropped).
+
+    A closed loop of equal-length requests stays in lock-step waves forever in a deterministic
+    replay: every user finishes in the same pass and the next wave's prompts prefill together.
+    On a real server, client and tokenizer timing noise can split the waves, so that a prompt
+    prefills next to running decodes instead; whether it does depends on the scheduler (one
+    that prefills every waiting prompt at once merges them again). ``osl_spread`` spreads the
+    output lengths by that fraction (same mean) to reproduce the split; by default it is the
+    backend's value fitted by ``benchmarks/calibrate_e2e.py``.
+    """
     if row.measured_ttft_ms is None or row.measured_tpot_ms is None:
         return Skipped(row=row, reason="no measured TTFT or TPOT")
     if row.backend not in BACKENDS:
@@ -94,6 +104,12 @@ def build_case(row: MeasuredRow) -> ReplayCase | Skipped:
     checkpoint = _checkpoint(row, spec)
     if isinstance(checkpoint, Skipped):
         return checkpoint
+    if osl_spread is None:
+        osl_spread = e2e_osl_spread(row.backend)
+    spread = round(osl_spread * row.osl)
+    osl: int | LengthDistribution = row.osl
+    if spread:  # clipped symmetrically at 3 sigma, so the mean stays the row's osl
+        osl = LengthDistribution(mean=row.osl, std=spread, min=row.osl - 3 * spread, max=row.osl + 3 * spread)
     engine = EngineSpec(
         tp=row.tp,
         pp=row.pp,
@@ -101,12 +117,12 @@ def build_case(row: MeasuredRow) -> ReplayCase | Skipped:
         moe_tp=row.moe_tp if spec.is_moe else None,
         moe_ep=row.moe_ep if spec.is_moe else None,
         # The benchmark's sequences are all it must hold: a server that ran it had room for them.
-        max_model_len=row.isl + row.osl,
+        max_model_len=row.isl + row.osl + 3 * spread,
     )
     plan = DeploymentPlan(model=checkpoint, system=row.system, backend=row.backend, agg=engine)  # type: ignore[arg-type]
     workload = SyntheticWorkload(
         isl=row.isl,
-        osl=row.osl,
+        osl=osl,
         num_requests=max(MIN_REQUESTS, REQUESTS_PER_USER * row.concurrency),
         concurrency=row.concurrency,
     )

@@ -45,6 +45,7 @@ def test_the_workload_is_the_closed_loop_benchmark(rows):
     case = build_case(rows["llama8b_instruct_c4"])
     w = case.workload
     assert (w.isl, w.osl, w.concurrency, w.num_requests) == (1024, 128, 4, 100)
+    assert w.osl == 128  # TRT-LLM's measured servers ran in lock-step waves (calibrated spread 0)
     big = build_case(replace(rows["llama8b_instruct_c4"], concurrency=64))
     assert big.workload.num_requests == 640
     assert big.plan.agg.max_model_len == 1024 + 128
@@ -69,3 +70,11 @@ def test_rows_we_cannot_replay_are_skipped_with_a_reason(rows, change, reason):
     result = build_case(replace(rows["unknown_model"], **change))
     assert isinstance(result, Skipped)
     assert reason in result.reason
+
+
+def test_a_spread_desynchronises_the_loop_around_the_same_mean_length(rows):
+    row = replace(rows["llama8b_instruct_c4"], osl=1000)
+    osl = build_case(row, osl_spread=0.02).workload.osl
+    assert (osl.mean, osl.std, osl.min, osl.max) == (1000, 20, 940, 1060)
+    assert build_case(row, osl_spread=0.02).plan.agg.max_model_len == 1024 + 1060
+    assert build_case(row, osl_spread=0.0).workload.osl == 1000

@@ -46,6 +46,9 @@ def test_every_input_row_comes_out_ok_or_skipped_with_its_reason(bench, tmp_path
     assert summary["benchmark"] == "fidelity_measured"
     assert (summary["rows"], summary["replayed"], summary["skipped"]) == (5, 4, 1)
     assert summary["all"]["tpot"]["n"] == 4
+    # Llama-3.1-8B and Qwen3-32B are the calibration's models; gpt-oss is held out.
+    assert (summary["fitted"]["tpot"]["n"], summary["held_out"]["tpot"]["n"]) == (3, 1)
+    assert list(summary["held_out_by_model"]) == ["openai/gpt-oss-120b"]
 
 
 def test_a_bad_file_is_one_line_and_exit_2(bench, tmp_path, capsys):
