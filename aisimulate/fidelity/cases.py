@@ -94,6 +94,8 @@ def build_case(row: MeasuredRow, *, osl_spread: float | None = None) -> ReplayCa
     """
     if row.measured_ttft_ms is None or row.measured_tpot_ms is None:
         return Skipped(row=row, reason="no measured TTFT or TPOT")
+    if row.osl < 2:
+        return Skipped(row=row, reason="osl 1 has no token gaps, hence no TPOT")
     if row.backend not in BACKENDS:
         return Skipped(row=row, reason=f"unknown backend {row.backend!r} (known: {', '.join(BACKENDS)})")
     try:

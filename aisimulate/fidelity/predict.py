@@ -33,6 +33,8 @@ def predict(case: ReplayCase, *, perf: str = "analytic", seed: int = 0) -> Predi
     except ConfigError as err:
         return Skipped(row=case.row, reason=str(err))
     records = [r for r in report.requests or [] if r["status"] == "completed"]
+    if not records:
+        return Skipped(row=case.row, reason="no request completed in the replay")
     records.sort(key=lambda r: r["request_id"])
     edge = case.row.concurrency
     steady = records[edge:-edge] if len(records) > 2 * edge else records

@@ -60,6 +60,7 @@ def test_the_workload_is_the_closed_loop_benchmark(rows):
         ({"model": "Qwen/Qwen3-32B", "backend": "tgi"}, "unknown backend 'tgi'"),
         ({"model": "Qwen/Qwen3-32B", "system": "h900"}, "unknown system 'h900'"),
         ({"model": "Qwen/Qwen3-32B", "measured_tpot_ms": None}, "no measured TTFT or TPOT"),
+        ({"model": "Qwen/Qwen3-32B", "osl": 1}, "osl 1 has no token gaps"),
         (
             {"model": "openai/gpt-oss-120b", "precision": "fp8", "moe_quant": "fp4"},
             "mixed precision fp8/fp4",

@@ -41,3 +41,11 @@ def test_a_shape_that_cannot_run_is_skipped_not_raised(llama):
     result = predict(build_case(too_big))
     assert isinstance(result, Skipped)
     assert "405B" in result.reason
+
+
+def test_a_replay_that_completes_nothing_is_skipped(llama):
+    case = build_case(llama)
+    tiny = case.plan.model_copy(update={"agg": case.plan.agg.model_copy(update={"num_gpu_blocks": 1})})
+    result = predict(replace(case, plan=tiny))
+    assert isinstance(result, Skipped)
+    assert result.reason == "no request completed in the replay"
