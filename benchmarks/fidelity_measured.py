@@ -37,6 +37,7 @@ from aisimulate.fidelity import (
 from aisimulate.fidelity.measured import MeasuredRow
 from aisimulate.perf.calibration import e2e_fitted_models
 
+PERF_CHOICES = ("analytic", "polynomial")  # the providers that need no file of their own
 OUT_COLUMNS = (
     "id",
     "status",
@@ -76,7 +77,9 @@ class Outcome:
 def build_parser() -> argparse.ArgumentParser:
     parser = CliParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", required=True, type=Path, help="measured benchmarks (see the docstring)")
-    parser.add_argument("--perf", default="analytic", help="latency provider (default: analytic)")
+    parser.add_argument(
+        "--perf", default="analytic", choices=PERF_CHOICES, help="latency provider (default: analytic)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write one row per input row as CSV")
     parser.add_argument("--every", type=int, default=1, help="replay every K-th row only")
     parser.add_argument("--quiet", action="store_true", help="no per-row lines")

@@ -20,7 +20,10 @@ class ErrorStats:
     median_abs_pct: float
     mean_abs_pct: float
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | None]:
+        """JSON-ready: rounded, and None rather than NaN when there are no rows."""
+        if not self.n:
+            return {"n": 0, "median_abs_pct": None, "mean_abs_pct": None}
         return {
             "n": self.n,
             "median_abs_pct": round(self.median_abs_pct, 2),
