@@ -115,10 +115,10 @@ def _overheads(rows: list[MeasuredRow], spread: dict[str, float]) -> Overheads:
 
 
 def _median_abs(cases: list[ReplayCase], preds: list[Prediction], metric: str) -> float:
-    errors = []
-    for c, p in zip(cases, preds, strict=True):
-        measured = c.row.measured_ttft_ms if metric == "ttft" else c.row.measured_tpot_ms
-        errors.append(abs(signed_error_pct(p.ttft_ms if metric == "ttft" else p.tpot_ms, measured)))
+    errors = [
+        abs(signed_error_pct(p.latency_ms(metric), c.row.measured_ms(metric)))  # type: ignore[arg-type]
+        for c, p in zip(cases, preds, strict=True)
+    ]
     return round(statistics.median(errors), 2)
 
 

@@ -64,14 +64,9 @@ class Outcome:
     fitted: bool
 
     def error(self, metric: str, *, steady: bool = False) -> float:
-        p = self.prediction
-        measured = self.row.measured_ttft_ms if metric == "ttft" else self.row.measured_tpot_ms
-        assert measured is not None
-        if metric == "ttft":
-            predicted = p.steady_ttft_ms if steady else p.ttft_ms
-        else:
-            predicted = p.steady_tpot_ms if steady else p.tpot_ms
-        return signed_error_pct(predicted, measured)
+        measured = self.row.measured_ms(metric)
+        assert measured is not None  # rows without it are skipped
+        return signed_error_pct(self.prediction.latency_ms(metric, steady=steady), measured)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -43,6 +43,10 @@ class MeasuredRow:
     measured_ttft_ms: float | None
     measured_tpot_ms: float | None
 
+    def measured_ms(self, metric: str) -> float | None:
+        """The measured mean ``"ttft"`` or ``"tpot"``."""
+        return self.measured_ttft_ms if metric == "ttft" else self.measured_tpot_ms
+
 
 def _int(raw: str, *, field: str, where: str, default: int | None = None, zero_is_one: bool = False) -> int:
     text = raw.strip()

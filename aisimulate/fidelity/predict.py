@@ -25,6 +25,12 @@ class Prediction:
     steady_tpot_ms: float
     perf_model: str
 
+    def latency_ms(self, metric: str, *, steady: bool = False) -> float:
+        """Mean ``"ttft"`` or ``"tpot"``, over all requests or the steady state."""
+        if metric == "ttft":
+            return self.steady_ttft_ms if steady else self.ttft_ms
+        return self.steady_tpot_ms if steady else self.tpot_ms
+
 
 def predict(case: ReplayCase, *, perf: str = "analytic", seed: int = 0) -> Prediction | Skipped:
     """Mean TTFT and TPOT of the replayed benchmark; a shape the catalog cannot run is skipped."""
