@@ -44,6 +44,11 @@ def _data() -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def reload_calibration() -> None:
+    """Forget the cached data file: the end-to-end calibration rewrites it between its rounds."""
+    _data.cache_clear()
+
+
 def _make(cls: type, values: dict[str, Any] | None) -> Any:
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in (values or {}).items() if k in names})
@@ -80,6 +85,18 @@ def calibration_for(system: System, backend: str) -> Calibration:
         key = f"{proxy_system(system)}/{kernel_backend}"
         source = f"{key} (stand-in for {system.name})"
     return calibration_from_entry(fits[key], data.get("overhead", {}).get(backend), source)
+
+
+def e2e_fitted_models() -> tuple[str, ...]:
+    """Models whose end-to-end measurements the per-pass overheads were fitted on; a fidelity
+    report keeps their rows apart from the held-out ones."""
+    return tuple(_data().get("e2e_fit", {}).get("models", ()))
+
+
+def e2e_osl_spread(backend: str) -> float:
+    """Relative output-length spread that desynchronises a replayed closed loop the way the
+    measured servers of ``backend`` were (0: lock-step waves); see ``aisimulate.fidelity``."""
+    return float(_data().get("e2e_fit", {}).get("osl_spread", {}).get(backend, 0.0))
 
 
 def default_calibration() -> Calibration:

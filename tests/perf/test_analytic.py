@@ -89,11 +89,13 @@ def test_tp_makes_a_pass_faster_per_gpu():
 
 
 def test_fp8_weights_speed_up_memory_bound_decode():
-    bf16 = LLAMA8.pass_time_ms(decode(8, 512))
-    fp8 = AnalyticPerfModel(
-        get_model("nvidia/Llama-3.1-8B-Instruct-FP8"), H200, ParallelShape()
-    ).pass_time_ms(decode(8, 512))
-    assert fp8 < 0.75 * bf16
+    # The kernels, not the per-pass framework overhead (the same for both checkpoints).
+    def kernels_ms(model):
+        parts = model.explain(decode(8, 512))
+        return model.pass_time_ms(decode(8, 512)) - parts.overhead_ms
+
+    fp8 = AnalyticPerfModel(get_model("nvidia/Llama-3.1-8B-Instruct-FP8"), H200, ParallelShape())
+    assert kernels_ms(fp8) < 0.75 * kernels_ms(LLAMA8)
 
 
 def test_fp8_kv_cache_halves_decode_attention():

@@ -1,0 +1,131 @@
+"""A measured row as the replay that reproduces it: the checkpoint, the worker shape and the
+closed-loop synthetic benchmark, or the reason it cannot be replayed.
+
+Model ids resolve through the catalog (``-Instruct`` ids and vendor-quantised checkpoints are
+aliases and variants there). The ``precision`` / ``gemm_quant`` / ``moe_quant`` columns pick
+the checkpoint: blank means the model's own; otherwise the bundled variant of the same model
+whose weights are in that format family. gpt-oss publishes MXFP4 experts only, so its "fp4"
+rows are its own checkpoint whatever fp4 flavour the file names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
+from aisimulate.errors import UnknownNameError
+from aisimulate.fidelity.measured import MeasuredRow
+from aisimulate.perf.calibration import e2e_osl_spread
+from aisimulate.replay.plan import DeploymentPlan, EngineSpec
+from aisimulate.workload import LengthDistribution, SyntheticWorkload
+
+BACKENDS = ("vllm", "sglang", "trtllm")
+# Format family of a quantisation label -> weight dtypes that belong to it, best match first.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("fp16", "bf16"),
+    "fp8": ("fp8", "fp8_block"),
+    "fp8_block": ("fp8_block", "fp8"),
+    "fp4": ("nvfp4", "mxfp4"),
+    "nvfp4": ("nvfp4", "mxfp4"),
+    "mxfp4": ("mxfp4", "nvfp4"),
+}
+MIN_REQUESTS = 100
+REQUESTS_PER_USER = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayCase:
+    """What to replay for one row: a single aggregated worker under the row's closed loop."""
+
+    row: MeasuredRow
+    model: str  # the catalog name of the checkpoint that ran
+    plan: DeploymentPlan
+    workload: SyntheticWorkload
+
+
+@dataclass(frozen=True, kw_only=True)
+class Skipped:
+    row: MeasuredRow
+    reason: str
+
+
+def _family(label: str) -> tuple[str, ...] | None:
+    return FAMILIES.get(label)
+
+
+def _checkpoint(row: MeasuredRow, spec: ModelSpec) -> str | Skipped:
+    """The catalog name of the checkpoint in the row's precision, or why there is none."""
+    labels = {"precision": row.precision, "gemm_quant": row.gemm_quant}
+    if spec.is_moe:
+        labels["moe_quant"] = row.moe_quant
+    for column, label in labels.items():
+        if label and _family(label) is None:
+            return Skipped(row=row, reason=f"unknown {column} {label!r} (known: {', '.join(FAMILIES)})")
+    wanted = row.precision or row.gemm_quant
+    if not wanted:
+        return spec.name
+    family = _family(wanted)
+    assert family is not None
+    if row.moe_quant and spec.is_moe and set(_family(row.moe_quant) or ()) != set(family):
+        return Skipped(
+            row=row, reason=f"mixed precision {wanted}/{row.moe_quant} (dense/experts) is not modelled"
+        )
+    if spec.weight_dtype in family:
+        return spec.name
+    variants = [get_model(name) for name in list_models()]
+    same = [v for v in variants if v.source == spec.source and v.weight_dtype in family]
+    if not same:
+        return Skipped(row=row, reason=f"no {wanted} checkpoint of {spec.name} in the catalog")
+    best = min(same, key=lambda v: (family.index(v.weight_dtype), v.name))
+    return best.name
+
+
+def build_case(row: MeasuredRow, *, osl_spread: float | None = None) -> ReplayCase | Skipped:
+    """The replay of one measured row, or the reason it is skipped (never silently dropped).
+
+    A closed loop of equal-length requests stays in lock-step waves forever in a deterministic
+    replay: every user finishes in the same pass and the next wave's prompts prefill together.
+    On a real server, client and tokenizer timing noise can split the waves, so that a prompt
+    prefills next to running decodes instead; whether it does depends on the scheduler (one
+    that prefills every waiting prompt at once merges them again). ``osl_spread`` spreads the
+    output lengths by that fraction (same mean) to reproduce the split; by default it is the
+    backend's value fitted by ``benchmarks/calibrate_e2e.py``.
+    """
+    if row.measured_ttft_ms is None or row.measured_tpot_ms is None:
+        return Skipped(row=row, reason="no measured TTFT or TPOT")
+    if row.osl < 2:
+        return Skipped(row=row, reason="osl 1 has no token gaps, hence no TPOT")
+    if row.backend not in BACKENDS:
+        return Skipped(row=row, reason=f"unknown backend {row.backend!r} (known: {', '.join(BACKENDS)})")
+    try:
+        get_system(row.system)
+        spec = get_model(row.model)
+    except UnknownNameError as err:
+        return Skipped(row=row, reason=str(err))
+    checkpoint = _checkpoint(row, spec)
+    if isinstance(checkpoint, Skipped):
+        return checkpoint
+    if osl_spread is None:
+        osl_spread = e2e_osl_spread(row.backend)
+    spread = round(osl_spread * row.osl)
+    osl: int | LengthDistribution = row.osl
+    if spread:  # clipped symmetrically at 3 sigma, so the mean stays the row's osl
+        osl = LengthDistribution(mean=row.osl, std=spread, min=row.osl - 3 * spread, max=row.osl + 3 * spread)
+    engine = EngineSpec(
+        tp=row.tp,
+        pp=row.pp,
+        attention_dp=row.attn_dp,
+        moe_tp=row.moe_tp if spec.is_moe else None,
+        moe_ep=row.moe_ep if spec.is_moe else None,
+        # The benchmark's sequences are all it must hold: a server that ran it had room for them.
+        max_model_len=row.isl + row.osl + 3 * spread,
+    )
+    plan = DeploymentPlan(model=checkpoint, system=row.system, backend=row.backend, agg=engine)  # type: ignore[arg-type]
+    workload = SyntheticWorkload(
+        isl=row.isl,
+        osl=osl,
+        num_requests=max(MIN_REQUESTS, REQUESTS_PER_USER * row.concurrency),
+        concurrency=row.concurrency,
+    )
+    return ReplayCase(row=row, model=checkpoint, plan=plan, workload=workload)

@@ -1,0 +1,81 @@
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from aisimulate.catalog import get_model
+from aisimulate.fidelity import ReplayCase, Skipped, build_case, read_measured
+
+SMALL = Path(__file__).parent / "data" / "measured_small.csv"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return {r.id: r for r in read_measured(SMALL)}
+
+
+def test_instruct_ids_resolve_to_the_base_architecture(rows):
+    case = build_case(rows["llama8b_instruct_c4"])
+    assert isinstance(case, ReplayCase)
+    assert case.model == "meta-llama/Llama-3.1-8B"
+    assert (case.plan.backend, case.plan.agg.tp, case.plan.agg.moe_tp) == ("trtllm", 1, None)
+
+
+def test_a_blank_precision_keeps_the_checkpoint_named_in_the_row(rows):
+    case = build_case(rows["llama8b_nvidia_fp8_c4"])
+    assert case.model == "nvidia/Llama-3.1-8B-Instruct-FP8"
+    assert get_model(case.model).weight_dtype == "fp8"
+
+
+def test_a_precision_column_picks_the_catalog_variant_in_that_format(rows):
+    case = build_case(rows["qwen32b_fp8_c2"])
+    assert case.model == "nvidia/Qwen3-32B-FP8"  # plain per-tensor fp8 before the block-scaled one
+    bf16 = build_case(replace(rows["qwen32b_fp8_c2"], precision="bf16", gemm_quant="", moe_quant=""))
+    assert bf16.model == "Qwen/Qwen3-32B"
+
+
+def test_gpt_oss_fp4_is_its_own_mxfp4_checkpoint_with_the_rows_expert_split(rows):
+    case = build_case(rows["gptoss_fp4_c2"])
+    assert case.model == "openai/gpt-oss-120b"
+    assert get_model(case.model).weight_dtype == "mxfp4"
+    assert (case.plan.agg.tp, case.plan.agg.moe_tp, case.plan.agg.moe_ep) == (2, 2, 1)
+
+
+def test_the_workload_is_the_closed_loop_benchmark(rows):
+    case = build_case(rows["llama8b_instruct_c4"])
+    w = case.workload
+    assert (w.isl, w.osl, w.concurrency, w.num_requests) == (1024, 128, 4, 100)
+    assert w.osl == 128  # TRT-LLM's measured servers ran in lock-step waves (calibrated spread 0)
+    big = build_case(replace(rows["llama8b_instruct_c4"], concurrency=64))
+    assert big.workload.num_requests == 640
+    assert big.plan.agg.max_model_len == 1024 + 128
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({}, "unknown model 'acme/NotAModel-7B'"),
+        ({"model": "openai/gpt-oss-120b", "precision": "fp8"}, "no fp8 checkpoint of openai/gpt-oss-120b"),
+        ({"model": "Qwen/Qwen3-32B", "precision": "int3"}, "unknown precision 'int3'"),
+        ({"model": "Qwen/Qwen3-32B", "backend": "tgi"}, "unknown backend 'tgi'"),
+        ({"model": "Qwen/Qwen3-32B", "system": "h900"}, "unknown system 'h900'"),
+        ({"model": "Qwen/Qwen3-32B", "measured_tpot_ms": None}, "no measured TTFT or TPOT"),
+        ({"model": "Qwen/Qwen3-32B", "osl": 1}, "osl 1 has no token gaps"),
+        (
+            {"model": "openai/gpt-oss-120b", "precision": "fp8", "moe_quant": "fp4"},
+            "mixed precision fp8/fp4",
+        ),
+    ],
+)
+def test_rows_we_cannot_replay_are_skipped_with_a_reason(rows, change, reason):
+    result = build_case(replace(rows["unknown_model"], **change))
+    assert isinstance(result, Skipped)
+    assert reason in result.reason
+
+
+def test_a_spread_desynchronises_the_loop_around_the_same_mean_length(rows):
+    row = replace(rows["llama8b_instruct_c4"], osl=1000)
+    osl = build_case(row, osl_spread=0.02).workload.osl
+    assert (osl.mean, osl.std, osl.min, osl.max) == (1000, 20, 940, 1060)
+    assert build_case(row, osl_spread=0.02).plan.agg.max_model_len == 1024 + 1060
+    assert build_case(row, osl_spread=0.0).workload.osl == 1000
