@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from aisimulate.errors import ConfigError
@@ -160,3 +162,22 @@ def test_yaml_planner_errors_name_the_field_and_line(tmp_path, line, message):
     with pytest.raises(ConfigError, match=message) as err:
         load_replay_config(path)
     assert "deployment.planner" in str(err.value) and "replay.yaml" in str(err.value)
+
+
+def test_sla_planner_grows_an_overloaded_fleet_one_worker_per_startup():
+    sla = SLA(ttft_ms=1000, itl_ms=30)
+    workload = SyntheticWorkload(isl=2048, osl=256, num_requests=60 * 40, request_rate=60)
+    fixed = DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B", system="h200_sxm", agg={"replicas": 1, "startup_time": 10}
+    )
+    planned = fixed.model_copy(
+        update={"planner": plan(1, {"ttft_ms": 1000, "itl_ms": 30, "max_gpu_budget": 4}).planner}
+    )
+    base = simulate(fixed, workload, sla=sla).summary
+    report = simulate(planned, workload, sla=sla)
+    ups = [row for row in report.planner_events if row["to"] > row["from"]]
+    assert [row["to"] for row in ups] == [2, 3, 4]  # one at a time, capped by the budget
+    gaps = [b["time_ms"] - a["time_ms"] for a, b in itertools.pairwise(ups)]
+    assert min(gaps) >= 10_000.0  # no new worker while one is starting
+    assert report.summary["goodput_request_throughput_rps"] > base["goodput_request_throughput_rps"]
+    assert report.summary["median_ttft_ms"] < base["median_ttft_ms"]
