@@ -22,29 +22,34 @@ class Clock:
 
 
 class LaggedKvIndex:
-    """Per-rank sets of cached unit names, as of ``lag_ms`` ago."""
+    """Per-rank, per-tier sets of cached unit names, as of ``lag_ms`` ago.
+
+    Tier ``g1`` is the device pool; ``g2`` / ``g3`` are the host and disk tiers of KV offload,
+    whose Stored/Removed events travel the same way."""
 
     def __init__(self, lag_ms: float, clock: Clock) -> None:
         self.lag_ms = lag_ms
         self.clock = clock
-        self._pending: deque[tuple[float, int, bool, tuple[int, ...]]] = deque()
-        self._cached: dict[int, set[int]] = {}
+        self._pending: deque[tuple[float, tuple[int, str], bool, tuple[int, ...]]] = deque()
+        self._cached: dict[tuple[int, str], set[int]] = {}
 
-    def sink(self, rank_key: int) -> RankEvents:
-        """The event endpoint one rank's block pool reports to."""
-        self._cached.setdefault(rank_key, set())
-        return RankEvents(self, rank_key)
+    def sink(self, rank_key: int, tier: str = "g1") -> RankEvents:
+        """The event endpoint of one rank's tier (its block pool, by default)."""
+        self._cached.setdefault((rank_key, tier), set())
+        return RankEvents(self, (rank_key, tier))
 
-    def record(self, rank_key: int, stored: bool, keys: Sequence[int]) -> None:
+    def record(self, view: tuple[int, str], stored: bool, keys: Sequence[int]) -> None:
         if keys:
-            self._pending.append((self.clock.now_ms + self.lag_ms, rank_key, stored, tuple(keys)))
+            self._pending.append((self.clock.now_ms + self.lag_ms, view, stored, tuple(keys)))
+
+    def view(self, rank_key: int, tier: str = "g1") -> set[int]:
+        """The units the router believes the rank's tier holds now."""
+        self._catch_up()
+        return self._cached.get((rank_key, tier), set())
 
     def match(self, rank_key: int, keys: Sequence[int]) -> int:
-        """Leading units of ``keys`` the router believes the rank holds now."""
-        self._catch_up()
-        cached = self._cached.get(rank_key)
-        if not cached:
-            return 0
+        """Leading units of ``keys`` the router believes the rank holds on the device now."""
+        cached = self.view(rank_key)
         matched = 0
         for key in keys:
             if key not in cached:
@@ -57,8 +62,8 @@ class LaggedKvIndex:
         # order they were raised.
         pending, now = self._pending, self.clock.now_ms
         while pending and pending[0][0] <= now:
-            _, rank_key, stored, keys = pending.popleft()
-            cached = self._cached[rank_key]
+            _, view, stored, keys = pending.popleft()
+            cached = self._cached[view]
             if stored:
                 cached.update(keys)
             else:
@@ -68,10 +73,10 @@ class LaggedKvIndex:
 @dataclass(frozen=True)
 class RankEvents:
     index: LaggedKvIndex
-    rank_key: int
+    view: tuple[int, str]
 
     def stored(self, keys: Sequence[int]) -> None:
-        self.index.record(self.rank_key, True, keys)
+        self.index.record(self.view, True, keys)
 
     def removed(self, keys: Sequence[int]) -> None:
-        self.index.record(self.rank_key, False, keys)
+        self.index.record(self.view, False, keys)

@@ -8,11 +8,11 @@ For each candidate rank ``w`` (with ``R`` request blocks, ``bs`` tokens per bloc
     cost_w     = prefill_load_scale * prefill + decode + decode_active_request_weight * requests_w
 
 ``overlap_w`` is the request's leading cached blocks on w (as KV events have shown them, when
-``kv_event_lag_ms`` delays those: see ``kv_events``); ``prefill_w`` the prompt tokens of
-requests routed to w that have not produced their first token (net of their cache hit at
-routing); ``active_blocks_w`` the distinct prompt blocks of w's unfinished requests. A decode
-pool (disaggregated) credits no overlap, tracks no prefill and assumes no reuse: pure
-decode-load balancing, as the reference derives its decode router.
+``kv_event_lag_ms`` delays those: see ``kv_events``; host and disk hits likewise);
+``prefill_w`` the prompt tokens of requests routed to w that have not produced their first
+token (net of their cache hit at routing); ``active_blocks_w`` the distinct prompt blocks of w's
+unfinished requests. A decode pool (disaggregated) credits no overlap, tracks no prefill and
+assumes no reuse: pure decode-load balancing, as the reference derives its decode router.
 Temperature 0 takes the cheapest rank, ties broken by the seeded generator (the reference's
 ties are not reproducible); a positive temperature samples ``exp(-normalised cost / T)``.
 """
@@ -27,6 +27,7 @@ import numpy as np
 
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_events import Clock, LaggedKvIndex
+from aisimulate.replay.offload import tier_prefix
 from aisimulate.replay.plan import RouterSpec
 from aisimulate.replay.request import Request
 
@@ -54,11 +55,14 @@ class KvRouter:
         self._routed: dict[int, tuple[int, int]] = {}  # request id -> (rank id, cached tokens)
 
     def attach(self, ranks: Sequence[Rank]) -> None:
-        """Subscribe to the ranks' KV events (only a lagged view needs them)."""
+        """Subscribe to the ranks' KV events, host and disk tiers included (only a lagged view
+        needs them)."""
         if self.index is not None:
             for rank in ranks:
                 if rank.pool.enable_prefix_caching:  # no caching, no events (as the reference)
                     rank.kv_events = self.index.sink(id(rank))
+                    if rank.tiers is not None:
+                        rank.tiers.events = {tier: self.index.sink(id(rank), tier) for tier in ("g2", "g3")}
 
     # ---- state -----------------------------------------------------------------------------
     def _device_overlap(self, r: Request, rank: Rank) -> int:
@@ -66,6 +70,14 @@ class KvRouter:
         if self.index is not None:
             return self.index.match(id(rank), r.prompt_keys)
         return rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0]
+
+    def _tier_overlap(self, r: Request, rank: Rank, device: int) -> tuple[int, int]:
+        """(host, disk) units the router believes continue the device prefix on ``rank``."""
+        assert rank.tiers is not None
+        if self.index is None:
+            return rank.tiers.lookup(r.prompt_keys, device, len(r.prompt_keys))
+        index, key = self.index, id(rank)
+        return tier_prefix(r.prompt_keys[device:], index.view(key, "g2"), index.view(key, "g3"))
 
     def _prefill_tokens(self, rank: Rank) -> int:
         """Prompt tokens routed to the rank that have not produced a first token yet."""
@@ -90,7 +102,7 @@ class KvRouter:
             device = self._device_overlap(r, rank) if credit else 0
             lower = 0.0
             if credit and rank.tiers is not None:  # host/disk hits beyond the device prefix
-                g2, g3 = rank.tiers.lookup(r.prompt_keys, device, len(r.prompt_keys))
+                g2, g3 = self._tier_overlap(r, rank, device)
                 lower = (spec.host_cache_hit_weight * g2 + spec.disk_cache_hit_weight * g3) * unit
             decay = 1.0
             if spec.overlap_score_credit_decay and track_prefill:

@@ -14,9 +14,12 @@ only decide what moves; the simulation owns the clock and schedules link complet
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aisimulate.replay.kv_events import RankEvents
 
 
 class SharedLink:
@@ -94,6 +97,8 @@ class HostTiers:
         self.batch_units = max(offload_batch_size // unit, 1)
         self._waiting: list[int] = []  # stored in G1, not yet sent down
         self._sending: set[int] = set()
+        # A lagged KV router's endpoints for the G2/G3 Stored/Removed events, by tier.
+        self.events: dict[str, RankEvents] = {}
 
     @property
     def links(self) -> tuple[SharedLink, ...]:
@@ -141,30 +146,27 @@ class HostTiers:
             return [self.down3]
         return []
 
-    @staticmethod
-    def _put(tier: OrderedDict[int, None], key: int, capacity: int) -> list[int]:
+    def _put(self, tier: OrderedDict[int, None], key: int, capacity: int) -> list[int]:
         """Insert at the MRU end; return the units pushed out of a full tier."""
         if capacity <= 0:
             return []
+        new = key not in tier
         tier[key] = None
         tier.move_to_end(key)
         pushed = []
         while len(tier) > capacity:
             pushed.append(tier.popitem(last=False)[0])
+        events = self.events.get("g2" if tier is self.g2 else "g3")
+        if events is not None:
+            if new:
+                events.stored([key])
+            events.removed(pushed)
         return pushed
 
     # ---- coming up -------------------------------------------------------------------------
     def lookup(self, keys: Sequence[int], start: int, stop: int) -> tuple[int, int]:
         """(units in G2, units only in G3) continuing the prefix ``keys[start:stop]``."""
-        g2 = g3 = 0
-        for key in keys[start:stop]:
-            if key in self.g2 and not g3:
-                g2 += 1
-            elif key in self.g3 or key in self.g2:
-                g3 += 1
-            else:
-                break
-        return g2, g3
+        return tier_prefix(keys[start:stop], self.g2, self.g3)
 
     def onboard(self, request: Any, keys: Sequence[int], g2: int, g3: int, now_ms: float) -> list[SharedLink]:
         """Start copying a parked request's lower-tier units up to G1."""
@@ -176,3 +178,17 @@ class HostTiers:
             return [self.up3]
         self.up.add(now_ms, len(g2_keys) * self.unit_bytes, ("onboard", request, g2_keys))
         return [self.up]
+
+
+def tier_prefix(keys: Sequence[int], g2: Container[int], g3: Container[int]) -> tuple[int, int]:
+    """(units in G2, then units only reachable through G3) at the head of ``keys``: once one
+    unit has to come from G3 the rest stage through G3 too."""
+    in_g2 = in_g3 = 0
+    for key in keys:
+        if key in g2 and not in_g3:
+            in_g2 += 1
+        elif key in g3 or key in g2:
+            in_g3 += 1
+        else:
+            break
+    return in_g2, in_g3

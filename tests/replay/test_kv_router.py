@@ -13,6 +13,7 @@ from aisimulate.replay.kv_router import KvRouter
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.request import Request
 from aisimulate.workload import RequestSpec, SyntheticWorkload
+from tests.replay.test_offload import tiers
 
 SHARED = tuple(range(100, 108))  # 8 shareable blocks of 64 tokens
 
@@ -157,6 +158,22 @@ def test_kv_events_reach_a_lagged_router_late():
     assert rt.costs(r, [a, b]) == [28, 32]
     clock.now_ms = 110.0
     assert rt.costs(r, [a, b]) == [32, 32]
+
+
+def test_host_tier_events_reach_a_lagged_router_late():
+    a, b = ranks()
+    for rank in (a, b):
+        rank.tiers = tiers(g2_blocks=100)
+    clock = Clock()
+    spec = RouterSpec(mode="kv_router", kv_event_lag_ms=50.0, host_cache_hit_weight=1.0)
+    rt = KvRouter(spec, np.random.default_rng(0), clock=clock)
+    rt.attach([a, b])
+    r = request(0)
+    a.tiers.arrived(("g2", r.prompt_keys[:4]), 0.0)  # offloaded to host at t = 0
+    assert a.tiers.lookup(r.prompt_keys, 0, 8) == (4, 0)
+    assert rt.costs(r, [a, b]) == [32, 32]  # not yet visible to the router
+    clock.now_ms = 50.0
+    assert rt.costs(r, [a, b]) == [28, 32]  # host hits credited at full weight
 
 
 @pytest.mark.parametrize("g2", [None, 2000])
