@@ -3,6 +3,7 @@ timeouts, early branch stop, Pareto merge, determinism and resume."""
 
 import json
 import logging
+import sys
 
 import pytest
 
@@ -175,3 +176,9 @@ def test_the_real_evaluator_marks_planner_samples_unsupported():
     assert all("planner scaling cannot be replayed yet" in r.reason for r in unsupported)
     feasible = [r for r in result.records if r.status == "feasible"]
     assert feasible and all(r.summary["completed_requests"] == 32 for r in feasible)
+
+
+def test_the_ray_executor_without_ray_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ConfigError, match=r"pip install 'aisimulate\[ray\]'"):
+        run_smart_search(config(sweep__executor="ray"), evaluator=fakes.fake)
