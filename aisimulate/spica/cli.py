@@ -16,6 +16,7 @@ import argparse
 import json
 import logging
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,7 @@ from rich.console import Console
 from aisimulate.cli_args import CliParser
 from aisimulate.errors import ConfigError
 from aisimulate.spica.config import PerfProvider, SmartSearchConfig
+from aisimulate.spica.experimental import NOTICE, ExperimentalWarning
 from aisimulate.spica.knobs import NumericRange
 from aisimulate.spica.output import (
     SearchProgress,
@@ -43,10 +45,6 @@ from aisimulate.spica.search_space import SearchPlan, enumerate_branches
 LOG_FILE = "spica.log"
 
 
-EXPERIMENTAL_NOTICE = (
-    "aisimulate.spica is EXPERIMENTAL: APIs, configuration schema, search results and deployment outputs "
-    "may change without a deprecation period; no SLA, accuracy or configuration-optimality guarantee."
-)
 NO_FEASIBLE = "no feasible candidate found (check backends / SLA / gpu_budget / replay errors)"
 
 
@@ -202,8 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             plan = enumerate_branches(config)
         else:
-            print(EXPERIMENTAL_NOTICE, file=sys.stderr)
-            return _search(config, args)
+            print(NOTICE, file=sys.stderr)  # the notice once, as one line, not as a warning too
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                return _search(config, args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -73,6 +73,7 @@ class InProcessExecutor:
 def _serve(conn: Connection, evaluator: Evaluator, config: SmartSearchConfig) -> None:
     """A worker's loop: a sample in, its evaluation out, until told to stop (None). It says when
     it is ready, so start-up (imports) never counts against an evaluation's deadline."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
     conn.send("ready")
     while (sample := conn.recv()) is not None:
         conn.send(run_guarded(evaluator, config, sample))

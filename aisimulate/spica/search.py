@@ -32,6 +32,7 @@ from aisimulate.errors import ConfigError, InfeasibleError
 from aisimulate.spica.config import OptimizationGoal, SmartSearchConfig
 from aisimulate.spica.evaluate import STATUSES, Evaluation, Evaluator, evaluate
 from aisimulate.spica.executor import Executor, make_executor
+from aisimulate.spica.experimental import experimental
 from aisimulate.spica.records import JOURNAL, Journal, TrialRecord, sample_key
 from aisimulate.spica.sample import kv_load_fields, unroll_sample
 from aisimulate.spica.sampler import BranchSampler, Suggestion, directions
@@ -61,6 +62,7 @@ def study_name(branch: Branch) -> str:
     return f"spica_{branch.deployment_mode}"
 
 
+@experimental
 def run_smart_search(
     config: SmartSearchConfig,
     *,

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from aisimulate.spica import cli
-from aisimulate.spica.cli import EXPERIMENTAL_NOTICE, build_parser, main
+from aisimulate.spica.cli import build_parser, main
+from aisimulate.spica.experimental import NOTICE
 
 TINY = {
     "search_space": {
@@ -49,7 +50,7 @@ def test_help_is_marked_experimental():
 def test_a_search_writes_its_files_and_prints_the_table(tmp_path, capsys):
     assert run(tmp_path, TINY) == 0
     captured = capsys.readouterr()
-    assert captured.err.splitlines()[0] == EXPERIMENTAL_NOTICE
+    assert captured.err.splitlines()[0] == NOTICE and captured.err.count("EXPERIMENTAL") == 1
     assert "best of" in captured.out and "agg vllm" in captured.out
     out = tmp_path / "out"
     results = json.loads((out / "results.json").read_text())

@@ -6,6 +6,7 @@ from aisimulate.spica.search import run_smart_search
 from tests.spica import fakes
 from tests.spica.test_search import config, fingerprint
 
+pytestmark = pytest.mark.filterwarnings("ignore::aisimulate.spica.experimental.ExperimentalWarning")
 ray = pytest.importorskip("ray", reason="the Ray executor needs: pip install -e '.[ray]'")
 
 

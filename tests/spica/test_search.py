@@ -9,9 +9,13 @@ import pytest
 
 from aisimulate.errors import ConfigError
 from aisimulate.spica.config import SmartSearchConfig
+from aisimulate.spica.experimental import ExperimentalWarning
 from aisimulate.spica.records import Journal
 from aisimulate.spica.search import run_smart_search
 from tests.spica import fakes
+
+# Every search warns that spica is experimental; the first test checks it once.
+pytestmark = pytest.mark.filterwarnings("ignore::aisimulate.spica.experimental.ExperimentalWarning")
 
 BASE = {
     "search_space": {
@@ -44,7 +48,8 @@ def fingerprint(result):
 
 
 def test_feasible_candidates_are_ranked_best_first_and_tallied():
-    result = run_smart_search(config(), evaluator=fakes.fake)
+    with pytest.warns(ExperimentalWarning, match="EXPERIMENTAL"):
+        result = run_smart_search(config(), evaluator=fakes.fake)
     scores = [r.score for r in result.best]
     assert scores == sorted(scores, reverse=True) and len(scores) == result.tallies["feasible"]
     assert result.tallies["feasible"] == len({r.sample_key for r in result.best})
