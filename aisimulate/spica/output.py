@@ -40,7 +40,7 @@ def describe(sample: Mapping[str, Any]) -> dict[str, str]:
             shape += f"·ep{sample[f'{prefix}moe_ep']}"
         label = "" if role == "agg" else f"{role} "
         shapes.append(
-            f"{label}{sample[f'{prefix}replicas']}× {shape} ({gpus_per_engine(sample, prefix)} GPU)"
+            f"{label}{sample[f'{prefix}replicas']}× {shape} ({gpus_per_engine(sample, prefix)} GPU each)"
         )
         batching.append(
             f"{label}seqs {sample[f'{role}_max_num_seqs']}, tokens {sample[f'{role}_max_num_batched_tokens']}"
@@ -245,8 +245,9 @@ class SearchProgress:
     def _best(self) -> float | None:
         if not self._feasible:
             return None
-        if self._goal.target != PARETO:
-            return max(r.score for r in self._feasible if r.score is not None)
+        if self._goal.target != PARETO:  # the raw value of the best score, in the goal's units
+            best = max(self._feasible, key=lambda r: r.score if r.score is not None else -math.inf)
+            return (best.objectives or {}).get(self._goal.target)
         names = self._goal.objectives
         points = [
             [r.objectives[n] for n in names]

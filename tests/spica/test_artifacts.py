@@ -69,6 +69,6 @@ def test_dynamo_graph_deployment_has_a_service_per_role():
 
 def test_a_winner_is_spelled_out():
     words = describe(disagg("vllm"))
-    assert words["shape"] == "prefill 1× tp2·ep2 (2 GPU); decode 2× tp1·dp4·ep4 (4 GPU)"
+    assert words["shape"] == "prefill 1× tp2·ep2 (2 GPU each); decode 2× tp1·dp4·ep4 (4 GPU each)"
     assert (words["gpus"], words["router"], words["planner"]) == ("10", "kv_router", "disabled")
     assert words["batching"] == "prefill seqs 8, tokens 16384; decode seqs 512, tokens 8192"
