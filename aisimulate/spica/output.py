@@ -111,6 +111,17 @@ def results_json(result: SearchResult, config: SmartSearchConfig) -> dict[str, A
     }
 
 
+def strict_json(value: Any) -> Any:
+    """inf and nan become null: results.json is read by tools that reject JSON's extensions."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def _cell(value: Any) -> Any:
     return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
 
@@ -189,8 +200,8 @@ def write_outputs(
 ) -> dict[str, Any]:
     """Write every result file; returns the ``results.json`` content."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    content = results_json(result, config)
-    (output_dir / RESULTS_JSON).write_text(json.dumps(content, indent=2), encoding="utf-8")
+    content = strict_json(results_json(result, config))
+    (output_dir / RESULTS_JSON).write_text(json.dumps(content, indent=2, allow_nan=False), encoding="utf-8")
     write_csv(output_dir / RESULTS_CSV, result.records, result.goal.objectives)
     if result.goal.target == PARETO and result.best:
         plot_pareto(output_dir / PARETO_PNG, result, reference_curve)

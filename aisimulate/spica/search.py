@@ -53,7 +53,8 @@ class SearchResult:
     best: tuple[TrialRecord, ...]  # ranked best first, or the Pareto front along its last objective
     records: tuple[TrialRecord, ...]  # every trial, by branch then trial number
     tallies: Mapping[str, int]
-    # After each round (branches in order): the front's hypervolume (Pareto) or the best score.
+    # After each round (branches in order): the front's hypervolume (Pareto) or the best value of
+    # the objective in its own units (nan before anything is feasible).
     progress_by_round: tuple[float, ...]
     plan: SearchPlan
 
@@ -367,5 +368,6 @@ def _progress(
             finite = [v for v in vectors if all(math.isfinite(x) for x in v)]
             progress.append(hypervolume(finite, reference, signs))
         else:
-            progress.append(max((r.score for r in upto if r.score is not None), default=-math.inf))
+            best = max(upto, key=lambda r: r.score if r.score is not None else -math.inf, default=None)
+            progress.append(math.nan if best is None else (best.objectives or {})[goal.target])
     return tuple(progress)

@@ -87,6 +87,8 @@ def test_no_feasible_candidate_exits_1(tmp_path, capsys):
     planner_only = json.loads(json.dumps(TINY))
     planner_only["search_space"]["planner_scaling_policy"] = ["load_180_5"]
     assert run(tmp_path, planner_only, "--quiet") == 1
+    text = (tmp_path / "out" / "results.json").read_text()
+    assert "NaN" not in text and json.loads(text)["best_score_by_round"][0] is None  # strict JSON
     err = capsys.readouterr().err
     assert (
         err.splitlines()[-1]

@@ -58,7 +58,9 @@ def test_feasible_candidates_are_ranked_best_first_and_tallied():
     best = result.best[0]
     # per GPU: (100 * gpus + seqs) / gpus, so the biggest batch on one GPU wins once it is found
     assert best.objectives == {"throughput_per_gpu": pytest.approx(best.score)}
+    # the best throughput per GPU so far, in tok/s per GPU, never falls from round to round
     assert result.progress_by_round == tuple(sorted(result.progress_by_round))
+    assert result.progress_by_round[-1] == best.objectives["throughput_per_gpu"]
 
 
 def test_a_single_sample_space_dedupes_up_to_the_ask_cap_and_stops_the_branch():
