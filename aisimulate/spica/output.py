@@ -91,7 +91,7 @@ def tallies_line(result: SearchResult) -> str:
 
 
 def results_json(result: SearchResult, config: SmartSearchConfig) -> dict[str, Any]:
-    history = "hypervolume_by_round" if result.goal.target == PARETO else "best_score_by_round"
+    history = "hypervolume_by_round" if result.goal.target == PARETO else "best_value_by_round"
     return {
         "goal": config.goal.model_dump(mode="json"),
         "best": [

@@ -54,7 +54,7 @@ def test_a_search_writes_its_files_and_prints_the_table(tmp_path, capsys):
     assert "best of" in captured.out and "agg vllm" in captured.out
     out = tmp_path / "out"
     results = json.loads((out / "results.json").read_text())
-    assert set(results) == {"goal", "best", "tallies", "best_score_by_round", "config"}
+    assert set(results) == {"goal", "best", "tallies", "best_value_by_round", "config"}
     assert results["best"][0]["sample"]["deployment_mode"] == "agg" and results["best"][0]["summary"]
     journal = (out / "trials.jsonl").read_text().splitlines()
     assert sum(results["tallies"].values()) == len(journal)
@@ -88,7 +88,7 @@ def test_no_feasible_candidate_exits_1(tmp_path, capsys):
     planner_only["search_space"]["planner_scaling_policy"] = ["load_180_5"]
     assert run(tmp_path, planner_only, "--quiet") == 1
     text = (tmp_path / "out" / "results.json").read_text()
-    assert "NaN" not in text and json.loads(text)["best_score_by_round"][0] is None  # strict JSON
+    assert "NaN" not in text and json.loads(text)["best_value_by_round"][0] is None  # strict JSON
     err = capsys.readouterr().err
     assert (
         err.splitlines()[-1]
