@@ -87,8 +87,15 @@ class _Worker:
         child.close()
 
     def wait_ready(self) -> _Worker:
-        if self.conn.recv() != "ready":
-            raise RuntimeError("an evaluation worker failed to start")
+        try:
+            self.conn.recv()
+        except EOFError:
+            self.process.join()
+            raise RuntimeError(
+                f"an evaluation worker exited while starting (exit code {self.process.exitcode}): spawned "
+                "workers re-import the calling script, so it must be a file whose entry point is guarded "
+                "by `if __name__ == '__main__':`; or set sweep.parallel_evals: 1"
+            ) from None
         return self
 
     def stop(self, *, kill: bool) -> None:
