@@ -78,7 +78,7 @@ def run_smart_search(
     plan = enumerate_branches(config)
     journal = Journal(output_dir / JOURNAL) if output_dir is not None else None
     storage = _storage(config, output_dir, plan, resume)
-    search = _Search(config, evaluator, journal, on_trial)
+    search = _Search(config, journal, on_trial)
     executor = make_executor(config, evaluator)
     try:
         for branch in plan.branches:
@@ -111,12 +111,10 @@ class _Search:
     def __init__(
         self,
         config: SmartSearchConfig,
-        evaluator: Evaluator,
         journal: Journal | None,
         on_trial: Callable[[TrialRecord], None] | None,
     ) -> None:
         self.config = config
-        self.evaluator = evaluator
         self.journal = journal
         self.on_trial = on_trial
         self.model: ModelSpec = config.search_space.resolve_model()
