@@ -107,6 +107,7 @@ def results_json(result: SearchResult, config: SmartSearchConfig) -> dict[str, A
         ],
         "tallies": dict(result.tallies),
         history: list(result.progress_by_round),
+        "load_predictor": result.forecasters.to_json(),
         "config": config.model_dump(mode="json"),
     }
 

@@ -21,7 +21,7 @@ import math
 import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +33,12 @@ from aisimulate.spica.config import OptimizationGoal, SmartSearchConfig
 from aisimulate.spica.evaluate import STATUSES, Evaluation, Evaluator, evaluate
 from aisimulate.spica.executor import Executor, make_executor
 from aisimulate.spica.experimental import experimental
+from aisimulate.spica.forecasters import Forecasters, choose_forecasters
 from aisimulate.spica.records import JOURNAL, Journal, TrialRecord, sample_key
 from aisimulate.spica.sample import kv_load_fields, unroll_sample
 from aisimulate.spica.sampler import BranchSampler, Suggestion, directions
 from aisimulate.spica.score import OBJECTIVE_DIRECTIONS, PARETO, Scored, hypervolume, pareto_front, rank
-from aisimulate.spica.search_space import Branch, SearchPlan, enumerate_branches
+from aisimulate.spica.search_space import Branch, SearchPlan, enumerate_branches, filter_scaling_policies
 
 logger = logging.getLogger("aisimulate.spica")
 
@@ -57,6 +58,7 @@ class SearchResult:
     # the objective in its own units (nan before anything is feasible).
     progress_by_round: tuple[float, ...]
     plan: SearchPlan
+    forecasters: Forecasters = field(default_factory=Forecasters)
 
 
 def study_name(branch: Branch) -> str:
@@ -76,16 +78,19 @@ def run_smart_search(
     kept there (the study in ``sweep.storage`` when set) and ``resume`` continues them; without
     it everything stays in memory."""
     plan = enumerate_branches(config)
+    space = config.search_space
+    kept, _ = filter_scaling_policies(space, config.goal)
+    forecasters = choose_forecasters(config.workload, kept, space.load_predictor_candidates)
     journal = Journal(output_dir / JOURNAL) if output_dir is not None else None
     storage = _storage(config, output_dir, plan, resume)
-    search = _Search(config, journal, on_trial)
+    search = _Search(config, journal, on_trial, forecasters)
     executor = make_executor(config, evaluator)
     try:
         for branch in plan.branches:
             search.branch(branch, storage, executor)
     finally:
         executor.close()
-    return merge(config, search.records, plan)
+    return merge(config, search.records, plan, forecasters)
 
 
 def _storage(
@@ -113,8 +118,10 @@ class _Search:
         config: SmartSearchConfig,
         journal: Journal | None,
         on_trial: Callable[[TrialRecord], None] | None,
+        forecasters: Forecasters,
     ) -> None:
         self.config = config
+        self.forecasters = forecasters
         self.journal = journal
         self.on_trial = on_trial
         self.model: ModelSpec = config.search_space.resolve_model()
@@ -176,7 +183,8 @@ class _Search:
         sample: dict[str, Any] | None = None
         early = None
         try:
-            sample = unroll_sample(self.config.search_space, selection, suggestion.config)
+            forecaster = self.forecasters.for_policy(selection["planner_scaling_policy"])
+            sample = unroll_sample(self.config.search_space, selection, suggestion.config, forecaster)
             if "kv_load_ratio" in selection:
                 workload = self.config.workload
                 assert workload.isl is not None and workload.osl is not None
@@ -301,7 +309,10 @@ class _Search:
 
 
 def merge(
-    config: SmartSearchConfig, records: Mapping[tuple[str, int], TrialRecord], plan: SearchPlan
+    config: SmartSearchConfig,
+    records: Mapping[tuple[str, int], TrialRecord],
+    plan: SearchPlan,
+    forecasters: Forecasters | None = None,
 ) -> SearchResult:
     """The answer from the records alone, so a resumed or interrupted search is summarised the
     same way as a finished one."""
@@ -319,6 +330,7 @@ def merge(
         tallies=dict(tallies),
         progress_by_round=_progress(goal, ordered, order),
         plan=plan,
+        forecasters=forecasters or Forecasters(),
     )
 
 

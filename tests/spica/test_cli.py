@@ -54,7 +54,8 @@ def test_a_search_writes_its_files_and_prints_the_table(tmp_path, capsys):
     assert "best of" in captured.out and "agg vllm" in captured.out
     out = tmp_path / "out"
     results = json.loads((out / "results.json").read_text())
-    assert set(results) == {"goal", "best", "tallies", "best_value_by_round", "config"}
+    assert set(results) == {"goal", "best", "tallies", "best_value_by_round", "load_predictor", "config"}
+    assert results["load_predictor"]["reason"] == "no_throughput_scaling_candidate"
     assert results["best"][0]["sample"]["deployment_mode"] == "agg" and results["best"][0]["summary"]
     journal = (out / "trials.jsonl").read_text().splitlines()
     assert sum(results["tallies"].values()) == len(journal)
