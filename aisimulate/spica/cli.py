@@ -1,4 +1,9 @@
-"""``python -m aisimulate.spica --config sweep.yaml --dry-run [--json]``: what would be searched.
+"""``python -m aisimulate.spica --config sweep.yaml [--dry-run] ...``: run a search, or show it.
+
+A search prints a one-line experimental notice on stderr, a progress bar, and at the end the
+ranked table (or the Pareto front), and writes its files to the output directory. Exit codes:
+0 done, 1 no feasible candidate, 2 a bad config or flag (one line naming file and field), 130
+interrupted (the trials so far are kept and summarised; ``--resume`` continues).
 
 The dry run validates the config, resolves the model and system, enumerates every branch and
 prints, per branch, its layouts before and after the KV filter, the viable backends and every
@@ -7,25 +12,68 @@ searched knob, plus the planner policies the goal cannot use, without replaying 
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import sys
-from collections.abc import Sequence
-from typing import Any
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, get_args
 
+import optuna
 from pydantic import BaseModel
+from rich.console import Console
 
 from aisimulate.cli_args import CliParser
 from aisimulate.errors import ConfigError
-from aisimulate.spica.config import SmartSearchConfig
+from aisimulate.spica.config import PerfProvider, SmartSearchConfig
+from aisimulate.spica.experimental import NOTICE, ExperimentalWarning
 from aisimulate.spica.knobs import NumericRange
+from aisimulate.spica.output import (
+    SearchProgress,
+    read_reference_curve,
+    result_table,
+    tallies_line,
+    write_outputs,
+)
+from aisimulate.spica.records import JOURNAL, Journal
+from aisimulate.spica.search import merge, run_smart_search
 from aisimulate.spica.search_space import SearchPlan, enumerate_branches
+
+LOG_FILE = "spica.log"
+
+
+NO_FEASIBLE = "no feasible candidate found (check backends / SLA / gpu_budget / replay errors)"
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 def build_parser() -> CliParser:
-    parser = CliParser(prog="python -m aisimulate.spica", description="Search for the best deployment.")
+    parser = CliParser(
+        prog="python -m aisimulate.spica",
+        description="[EXPERIMENTAL] Search for the best deployment of a model on a GPU type within a GPU "
+        "budget, by replaying candidates in the simulator.",
+    )
     parser.add_argument("--config", required=True, help="search YAML (search_space, workload, goal, sweep)")
+    parser.add_argument("--output-dir", type=Path, help="where results go (default: sweep.output_dir)")
+    parser.add_argument("--resume", action="store_true", help="continue the search in --output-dir")
+    parser.add_argument("--max-rounds", type=_positive, help="override sweep.max_rounds")
+    parser.add_argument("--parallel-evals", type=_positive, help="override sweep.parallel_evals")
+    parser.add_argument("--executor", choices=("local", "ray"), help="override sweep.executor")
+    parser.add_argument("--perf", choices=get_args(PerfProvider), help="override sweep.perf")
+    parser.add_argument(
+        "--reference-csv", type=Path, help="measured curve for pareto.png (tok_s_per_user, tok_s_per_gpu)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="enumerate the search, replay nothing")
-    parser.add_argument("--json", action="store_true", help="with --dry-run: print one JSON object")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    parser.add_argument("--json", action="store_true", help="print results.json (or the dry run) as JSON")
     return parser
 
 
@@ -74,14 +122,88 @@ def _print_text(summary: dict[str, Any], warnings: Sequence[str]) -> None:
         print(f"warning: {note}")
 
 
+def _with_overrides(config: SmartSearchConfig, args: argparse.Namespace) -> SmartSearchConfig:
+    flags = {
+        "max_rounds": args.max_rounds,
+        "parallel_evals": args.parallel_evals,
+        "executor": args.executor,
+        "perf": args.perf,
+        "output_dir": args.output_dir,
+    }
+    overrides = {name: value for name, value in flags.items() if value is not None}
+    if not overrides:
+        return config
+    data = json.loads(config.model_dump_json(exclude_defaults=True))
+    data["sweep"] = {
+        **data.get("sweep", {}),
+        **{k: str(v) if isinstance(v, Path) else v for k, v in overrides.items()},
+    }
+    return SmartSearchConfig.from_mapping(data)
+
+
+@contextmanager
+def _logged_to(output_dir: Path) -> Iterator[None]:
+    """Failed candidates' tracebacks go to OUTPUT_DIR/spica.log, not to the terminal."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(output_dir / LOG_FILE, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("aisimulate.spica")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def _search(config: SmartSearchConfig, args: argparse.Namespace) -> int:
+    output_dir = config.sweep.output_dir
+    reference = read_reference_curve(args.reference_csv) if args.reference_csv else None
+    console = Console(stderr=True, quiet=args.quiet or args.json)
+    progress = SearchProgress(config, len(enumerate_branches(config).branches), console)
+    try:
+        with _logged_to(output_dir), progress.shown():
+            result = run_smart_search(
+                config, output_dir=output_dir, resume=args.resume, on_trial=progress.on_trial
+            )
+    except KeyboardInterrupt:
+        plan = enumerate_branches(config)
+        records = {(r.branch, r.trial_number): r for r in Journal(output_dir / JOURNAL).read()}
+        result = merge(config, records, plan)
+        write_outputs(output_dir, result, config, reference)
+        print(
+            f"interrupted: {len(records)} trial(s) kept in {output_dir}; continue with --resume",
+            file=sys.stderr,
+        )
+        return 130
+    content = write_outputs(output_dir, result, config, reference)
+    if args.json:
+        print(json.dumps(content))
+    elif not args.quiet:
+        Console().print(result_table(result))
+        print(f"{len(result.records)} trial(s): {tallies_line(result)}; results in {output_dir}")
+    if not result.best:
+        print(f"error: {NO_FEASIBLE}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not args.dry_run:
-        print("error: the search loop is not built yet; run with --dry-run", file=sys.stderr)
+    if args.reference_csv is not None and not args.reference_csv.is_file():
+        print(f"error: --reference-csv: no such file: {args.reference_csv}", file=sys.stderr)
         return 2
     try:
-        config = SmartSearchConfig.from_yaml(args.config)
-        plan = enumerate_branches(config)
+        config = _with_overrides(SmartSearchConfig.from_yaml(args.config), args)
+        if args.dry_run:
+            plan = enumerate_branches(config)
+        else:
+            print(NOTICE, file=sys.stderr)  # the notice once, as one line, not as a warning too
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                return _search(config, args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

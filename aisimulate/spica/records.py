@@ -1,0 +1,98 @@
+"""The trial journal: one JSON line per finished trial in ``OUTPUT_DIR/trials.jsonl``.
+
+Appended as each trial finishes and flushed at once, so a killed search loses nothing that
+finished; ``--resume`` reads it back to skip finished evaluations and rebuild the cache. The
+sample key is a hash of the canonical JSON of the sample, stable across runs and machines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from aisimulate.spica.evaluate import Evaluation, Status
+
+JOURNAL = "trials.jsonl"
+
+
+def sample_key(sample: Mapping[str, Any]) -> str:
+    text = json.dumps(sample, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialRecord:
+    trial_number: int  # within the branch's study
+    branch: str
+    round: int  # 1-based, within the branch
+    status: Status
+    reason: str | None
+    sample: Mapping[str, Any] | None  # None only when the sample could not be built
+    sample_key: str | None
+    summary: Mapping[str, Any] | None
+    objectives: Mapping[str, float] | None
+    score: float | None
+    wall_s: float
+
+    @classmethod
+    def of(
+        cls,
+        evaluation: Evaluation,
+        *,
+        trial_number: int,
+        branch: str,
+        round: int,
+        sample: Mapping[str, Any] | None,
+    ) -> TrialRecord:
+        return cls(
+            trial_number=trial_number,
+            branch=branch,
+            round=round,
+            status=evaluation.status,
+            reason=evaluation.reason,
+            sample=sample,
+            sample_key=sample_key(sample) if sample is not None else None,
+            summary=evaluation.summary,
+            objectives=evaluation.objectives,
+            score=evaluation.score,
+            wall_s=evaluation.wall_s,
+        )
+
+    def evaluation(self) -> Evaluation:
+        return Evaluation(
+            status=self.status,
+            reason=self.reason,
+            summary=self.summary,
+            objectives=self.objectives,
+            score=self.score,
+            wall_s=self.wall_s,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Journal:
+    """Appends records to a JSON-lines file; reading skips a last line cut short by a kill."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, record: TrialRecord) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(record.to_json(), allow_nan=True) + "\n")
+
+    def read(self) -> list[TrialRecord]:
+        if not self.path.is_file():
+            return []
+        records = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(TrialRecord(**json.loads(line)))
+            except (json.JSONDecodeError, TypeError):
+                continue  # a partial line from a killed run; its trial is evaluated again
+        return records
