@@ -1,6 +1,7 @@
 """``python -m aisimulate.spica``: the experimental marking, exit codes, messages and files."""
 
 import csv
+import importlib
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import sys
 import pytest
 import yaml
 
+from aisimulate.errors import InfeasibleError
 from aisimulate.spica import cli
 from aisimulate.spica.cli import build_parser, main
 from aisimulate.spica.experimental import NOTICE
@@ -84,10 +86,13 @@ def test_json_prints_results_and_a_pareto_search_plots(tmp_path, capsys):
     assert (tmp_path / "out" / "pareto.png").stat().st_size > 0
 
 
-def test_no_feasible_candidate_exits_1(tmp_path, capsys):
-    planner_only = json.loads(json.dumps(TINY))
-    planner_only["search_space"]["planner_scaling_policy"] = ["load_180_5"]
-    assert run(tmp_path, planner_only, "--quiet") == 1
+def test_no_feasible_candidate_exits_1(tmp_path, capsys, monkeypatch):
+    def out_of_memory(*args, **kwargs):
+        raise InfeasibleError("weights do not fit", where="deployment.agg")
+
+    # One evaluation at a time runs in this process: every candidate runs out of KV memory.
+    monkeypatch.setattr(importlib.import_module("aisimulate.spica.evaluate"), "simulate", out_of_memory)
+    assert run(tmp_path, TINY, "--quiet") == 1
     text = (tmp_path / "out" / "results.json").read_text()
     assert "NaN" not in text and json.loads(text)["best_value_by_round"][0] is None  # strict JSON
     err = capsys.readouterr().err
