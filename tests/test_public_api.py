@@ -20,6 +20,7 @@ def test_catalog_exports():
         "list_models",
         "list_systems",
         "parse_hf_config",
+        "publisher_config",
     }
 
 

@@ -6,6 +6,7 @@ from aisimulate.catalog.models import (
     get_model,
     list_models,
     parse_hf_config,
+    publisher_config,
 )
 from aisimulate.catalog.systems import System, get_system, list_systems
 
@@ -18,4 +19,5 @@ __all__ = [
     "list_models",
     "list_systems",
     "parse_hf_config",
+    "publisher_config",
 ]

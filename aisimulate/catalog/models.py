@@ -388,6 +388,20 @@ def _bundled() -> tuple[dict[str, ModelSpec], dict[str, str]]:
     return specs, index
 
 
+@functools.cache
+def publisher_config(name: str) -> tuple[tuple[str, ...], dict[str, Any]] | None:
+    """(every name the bundled base model goes by, its publisher ``config.json``), or None for
+    quantised variants and local files, whose checkpoint the publisher config does not describe.
+
+    Other tools that resolve models by HF id (AIConfigurator) need the names and the raw config.
+    """
+    for path in sorted(_models_dir().glob("*.json")):
+        entry = _read_json(path, str(path))
+        if entry["name"] == name:
+            return (name, *entry.get("aliases", [])), entry["config"]
+    return None
+
+
 def list_models() -> list[str]:
     """Canonical names of the bundled models and their quantised variants."""
     return sorted(_bundled()[0])

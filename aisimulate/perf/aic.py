@@ -1,0 +1,300 @@
+"""The optional AIConfigurator backend (``perf: aic``): its per-iteration latency behind our protocol.
+
+Every ``aiconfigurator_core`` import lives in this module and happens on first use, so the rest
+of the project runs without the extra. A pass is answered from AIConfigurator's own calls:
+
+* prefill chunks: ``predict_prefill_latency(requests, context + new, context)`` with the mean
+  chunk, as the reference replay calls it (spec reference-dynamo-replay.md §1.2 (c));
+* decode only: ``predict_decode_latency(requests, mean context, osl=2)``, one generation step;
+* both in one pass: the prefill call, plus the decode attention and the extra non-attention
+  cost of the decode tokens, both read off ``mixed_step_breakdown`` (AIConfigurator's own
+  mixed step ties the decode context to the prefill length, which a replay must not).
+
+A call costs 2-100 us, so answers are memoised on bucketed arguments: lengths above 64 tokens
+snap to a grid of 1/32 relative spacing (about 3 %), request counts stay exact. Bucketing is
+monotone, so a longer context never reads a shorter time.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aisimulate.catalog.models import ModelSpec, publisher_config
+from aisimulate.catalog.systems import System
+from aisimulate.errors import ConfigError
+from aisimulate.perf.memory import check_backend
+from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args
+from aisimulate.perf.shape import ParallelShape, check_shape
+
+INSTALL_HINT = 'perf: aic needs the optional AIConfigurator backend: pip install "aisimulate[aic]"'
+_EXACT_BELOW = 64  # lengths up to this many tokens are not bucketed
+_GRID_BITS = 5  # 2**5 = 32 grid points per doubling
+
+
+def bucket_tokens(tokens: float) -> int:
+    """Snap a token count to the memo grid (exact up to 64, then 1/32 relative spacing)."""
+    n = int(tokens + 0.5)
+    if n <= _EXACT_BELOW:
+        return n
+    step = 1 << (n.bit_length() - 1 - _GRID_BITS)
+    return (n + step // 2) // step * step
+
+
+def bucket_tokens_array(tokens: np.ndarray) -> np.ndarray:
+    """:func:`bucket_tokens` on an array."""
+    n = np.floor(np.asarray(tokens, dtype=np.float64) + 0.5).astype(np.int64)
+    bits = np.floor(np.log2(np.maximum(n, 1))).astype(np.int64)
+    step = np.left_shift(1, np.maximum(bits - _GRID_BITS, 0))
+    return np.where(n <= _EXACT_BELOW, n, (n + step // 2) // step * step)
+
+
+def _aic() -> Any:
+    try:
+        from aiconfigurator_core.sdk import engine
+    except ImportError:
+        raise ConfigError(INSTALL_HINT, where="perf") from None
+    return engine
+
+
+@contextmanager
+def _quiet_aic_logs() -> Iterator[None]:
+    """AIConfigurator logs a warning per fallback data file while loading; a replay shows none."""
+    logger = logging.getLogger("aiconfigurator_core")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def aic_model_path(model: ModelSpec) -> str | None:
+    """What AIConfigurator should load: its bundled config under one of the model's names, else
+    our bundled publisher config written to a folder; None when neither describes the checkpoint
+    (AIConfigurator would otherwise try to download it)."""
+    entry = publisher_config(model.name)
+    names = entry[0] if entry else (model.name,)
+    bundled = Path(_aic().__file__).parent.parent / "model_configs"
+    for name in names:
+        if "/" in name and (bundled / f"{name.replace('/', '--')}_config.json").is_file():
+            return name
+    if entry is None:
+        return None
+    return str(_config_folder(model.name, json.dumps(entry[1], sort_keys=True)))
+
+
+@functools.cache
+def _config_folder(name: str, config_json: str) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="aisimulate-aic-")) / name.replace("/", "--")
+    folder.mkdir()
+    (folder / "config.json").write_text(config_json)
+    return folder
+
+
+@functools.cache
+def _engine(
+    model_path: str,
+    system: str,
+    backend: str,
+    tp: int,
+    pp: int,
+    attention_dp: int,
+    moe_tp: int,
+    moe_ep: int,
+    nextn: int,
+    kv_quant: str | None,
+    fmha_quant: str | None,
+) -> Any:
+    """One compiled AIConfigurator engine per worker shape (compiling takes seconds)."""
+    engine = _aic()
+    try:
+        with _quiet_aic_logs():
+            return engine.EngineHandle.compile(
+                model_path,
+                system,
+                backend,
+                tp_size=tp,
+                pp_size=pp,
+                attention_dp_size=attention_dp,
+                moe_tp_size=moe_tp,
+                moe_ep_size=moe_ep,
+                nextn=nextn,
+                kvcache_quant_mode=kv_quant,
+                fmha_quant_mode=fmha_quant,
+            )
+    except Exception as err:  # the library raises ValueError, KeyError, RuntimeError, ... alike
+        raise ConfigError(
+            f"perf: aic does not cover {model_path} on {system} with {backend}: {err}", where="perf"
+        ) from None
+
+
+class AicPerfModel:
+    """AIConfigurator's per-iteration latency for one worker shape, memoised on bucketed passes."""
+
+    name = "aic"
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        system: System,
+        shape: ParallelShape,
+        *,
+        backend: str = "vllm",
+        kv_cache_dtype: str = "auto",
+        nextn: int = 0,
+    ) -> None:
+        check_backend(backend)
+        check_shape(model, shape)
+        model_path = aic_model_path(model)
+        if model_path is None:
+            raise ConfigError(
+                f"perf: aic has no config for {model.name} (AIConfigurator bundles none, and ours is"
+                " a quantised variant or a local file)",
+                where="perf",
+            )
+        kv_dtype = model.resolve_kv_dtype(kv_cache_dtype, backend)
+        moe_tp, moe_ep = shape.expert_split
+        # DeepSeek-style attention on trtllm/sglang needs bf16 FMHA (spec perf.md, known quirks).
+        fmha = "bfloat16" if model.is_mla and backend in ("trtllm", "sglang") else None
+        self._engine = _engine(
+            model_path,
+            system.name,
+            backend,
+            shape.tp,
+            shape.pp,
+            shape.attention_dp,
+            moe_tp,
+            moe_ep,
+            nextn,
+            "fp8" if kv_dtype == "fp8" else None,
+            fmha,
+        )
+        self.model_path = model_path
+        self._prefill: dict[tuple[int, int, int], float] = {}
+        self._decode: dict[tuple[int, int], tuple[float, float]] = {}
+        self._decode_extra_non_attention: dict[tuple[int, int], float] = {}
+
+    # ---- memoised AIConfigurator calls ---------------------------------------------------
+    def _prefill_ms(self, requests: int, new_tokens: int, context_tokens: int) -> float:
+        key = (requests, new_tokens, context_tokens)
+        ms = self._prefill.get(key)
+        if ms is None:
+            ms = self._engine.predict_prefill_latency(requests, new_tokens + context_tokens, context_tokens)
+            self._prefill[key] = ms
+        return ms
+
+    def _decode_ms(self, requests: int, context_tokens: int) -> tuple[float, float]:
+        """(whole decode step, its attention part)."""
+        key = (requests, context_tokens)
+        out = self._decode.get(key)
+        if out is None:
+            attention = self._engine.mixed_step_breakdown(0, requests, context_tokens, 2, 0)[3]
+            out = (self._engine.predict_decode_latency(requests, context_tokens, 2), attention)
+            self._decode[key] = out
+        return out
+
+    def _extra_non_attention_ms(self, prefill_tokens: int, decode_requests: int) -> float:
+        """What ``decode_requests`` more tokens add to the non-attention work of a prefill pass."""
+        key = (prefill_tokens, decode_requests)
+        ms = self._decode_extra_non_attention.get(key)
+        if ms is None:
+            step = self._engine.mixed_step_breakdown
+            with_decode = step(prefill_tokens, decode_requests, prefill_tokens, 2, 0)[1]
+            ms = max(with_decode - step(prefill_tokens, 0, prefill_tokens, 2, 0)[1], 0.0)
+            self._decode_extra_non_attention[key] = ms
+        return ms
+
+    # ---- the protocol --------------------------------------------------------------------
+    def _parts(
+        self,
+        prefill_tokens: float,
+        prefill_requests: float,
+        prefill_context_tokens: float,
+        decode_requests: float,
+        decode_context_tokens: float,
+    ) -> tuple[float, float, float]:
+        """(prefill ms, decode attention ms, decode non-attention ms) of one pass."""
+        decode = int(decode_requests)
+        decode_ctx = bucket_tokens(decode_context_tokens / decode) if decode else 0
+        if not prefill_tokens:
+            if not decode:
+                return 0.0, 0.0, 0.0
+            total, attention = self._decode_ms(decode, max(decode_ctx, 1))
+            return 0.0, attention, total - attention
+        chunks = int(prefill_requests)
+        new = max(bucket_tokens(prefill_tokens / chunks), 1)
+        prefill = self._prefill_ms(chunks, new, bucket_tokens(prefill_context_tokens / chunks))
+        if not decode:
+            return prefill, 0.0, 0.0
+        attention = self._decode_ms(decode, max(decode_ctx, 1))[1]
+        return prefill, attention, self._extra_non_attention_ms(bucket_tokens(prefill_tokens), decode)
+
+    def time_ms(
+        self,
+        prefill_tokens: float,
+        prefill_requests: float,
+        attention_pairs: float,
+        prefill_context_tokens: float,
+        decode_requests: float,
+        decode_context_tokens: float,
+        tokens_per_step: float = 1.0,
+        active_kv_tokens: float = 0.0,
+        kv_capacity_tokens: float = 0.0,
+    ) -> float:
+        """Latency of one pass. MTP is compiled into the engine (``nextn``), so
+        ``tokens_per_step`` is not read; neither are the KV figures."""
+        prefill, attention, non_attention = self._parts(
+            prefill_tokens, prefill_requests, prefill_context_tokens, decode_requests, decode_context_tokens
+        )
+        return prefill + attention + non_attention
+
+    def pass_time_ms(self, batch: BatchShape) -> float:
+        return self.time_ms(*batch_args(batch))
+
+    def explain(self, batch: BatchShape) -> PassBreakdown:
+        prefill, attention, non_attention = self._parts(
+            batch.prefill_tokens,
+            batch.prefill_requests,
+            batch.prefill_context_tokens,
+            batch.decode_requests,
+            batch.decode_context_tokens,
+        )
+        return PassBreakdown(
+            attention_ms=attention,
+            unattributed_ms=prefill + non_attention,
+            extra={"aic_prefill_ms": prefill},
+        )
+
+    def pass_times_ms(self, batches: BatchArrays) -> np.ndarray:
+        """Many passes: bucket them all at once, then ask once per distinct bucketed pass."""
+        p, r, _, c, d, dc, _ = batches.filled()
+        safe_r, safe_d = np.maximum(r, 1), np.maximum(d, 1)
+        keys = np.stack(
+            [
+                bucket_tokens_array(p / safe_r),
+                r,
+                bucket_tokens_array(c / safe_r) * (r > 0),
+                d,
+                bucket_tokens_array(dc / safe_d) * (d > 0),
+            ],
+            axis=1,
+        ).astype(np.int64)
+        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+        # Bucketed means stand in for the raw sums: re-bucketing a bucketed value is a no-op.
+        times = np.array(
+            [self.time_ms(pn * pr, pr, 0.0, pc * pr, dr, dc * dr) for pn, pr, pc, dr, dc in unique.tolist()],
+            dtype=np.float64,
+        )
+        return times[inverse.reshape(-1)]
+
+    def describe(self) -> dict[str, Any]:
+        return {"provider": self.name, "aic_model": self.model_path}
