@@ -14,6 +14,7 @@ def test_catalog_exports():
     assert set(aisimulate.catalog.__all__) == {
         "ModelSpec",
         "ParamCounts",
+        "PublisherConfig",
         "System",
         "get_model",
         "get_system",

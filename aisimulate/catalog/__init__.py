@@ -3,6 +3,7 @@
 from aisimulate.catalog.models import (
     ModelSpec,
     ParamCounts,
+    PublisherConfig,
     get_model,
     list_models,
     parse_hf_config,
@@ -13,6 +14,7 @@ from aisimulate.catalog.systems import System, get_system, list_systems
 __all__ = [
     "ModelSpec",
     "ParamCounts",
+    "PublisherConfig",
     "System",
     "get_model",
     "get_system",

@@ -23,6 +23,7 @@ import logging
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,23 +78,42 @@ def _quiet_aic_logs() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def aic_model_path(model: ModelSpec) -> str | None:
-    """What AIConfigurator should load: its bundled config under one of the model's names, else
-    our bundled publisher config written to a folder; None when neither describes the checkpoint
-    (AIConfigurator would otherwise try to download it)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AicModel:
+    """What AIConfigurator loads for one of our models, and the quantisation it must be told."""
+
+    path: str  # an HF id it bundles, or a folder holding our config.json
+    gemm_quant: str | None = None  # None: what the config declares
+    moe_quant: str | None = None
+
+
+def resolve_aic_model(model: ModelSpec) -> AicModel | None:
+    """AIConfigurator's bundled config under one of the checkpoint's names, else our bundled
+    publisher config written to a folder; a quantised variant found only under its base model's
+    names gets its weight format passed explicitly. None for local files: AIConfigurator would
+    otherwise try to download them."""
     entry = publisher_config(model.name)
-    names = entry[0] if entry else (model.name,)
-    bundled = Path(_aic().__file__).parent.parent / "model_configs"
-    for name in names:
-        if "/" in name and (bundled / f"{name.replace('/', '--')}_config.json").is_file():
-            return name
     if entry is None:
         return None
-    return str(_config_folder(model.name, json.dumps(entry[1], sort_keys=True)))
+    quant = _variant_quant(model) if entry.variant else {}
+    bundled = Path(_aic().__file__).parent.parent / "model_configs"
+    for i, name in enumerate(entry.names):
+        if "/" in name and (bundled / f"{name.replace('/', '--')}_config.json").is_file():
+            return AicModel(path=name, **(quant if i else {}))
+    base_name = entry.names[1 if entry.variant else 0]
+    return AicModel(path=str(_config_folder(base_name, json.dumps(entry.config))), **quant)
+
+
+def _variant_quant(model: ModelSpec) -> dict[str, str | None]:
+    """Our weight formats (fp8, fp8_block, nvfp4) carry AIConfigurator's names for them."""
+    if model.quant_scope == "experts":
+        return {"moe_quant": model.weight_dtype}
+    return {"gemm_quant": model.weight_dtype, "moe_quant": model.weight_dtype if model.is_moe else None}
 
 
 @functools.cache
 def _config_folder(name: str, config_json: str) -> Path:
+    """One folder per process and model, holding the config AIConfigurator reads."""
     folder = Path(tempfile.mkdtemp(prefix="aisimulate-aic-")) / name.replace("/", "--")
     folder.mkdir()
     (folder / "config.json").write_text(config_json)
@@ -111,6 +131,8 @@ def _engine(
     moe_tp: int,
     moe_ep: int,
     nextn: int,
+    gemm_quant: str | None,
+    moe_quant: str | None,
     kv_quant: str | None,
     fmha_quant: str | None,
 ) -> Any:
@@ -128,6 +150,8 @@ def _engine(
                 moe_tp_size=moe_tp,
                 moe_ep_size=moe_ep,
                 nextn=nextn,
+                gemm_quant_mode=gemm_quant,
+                moe_quant_mode=moe_quant,
                 kvcache_quant_mode=kv_quant,
                 fmha_quant_mode=fmha_quant,
             )
@@ -154,11 +178,10 @@ class AicPerfModel:
     ) -> None:
         check_backend(backend)
         check_shape(model, shape)
-        model_path = aic_model_path(model)
-        if model_path is None:
+        resolved = resolve_aic_model(model)
+        if resolved is None:
             raise ConfigError(
-                f"perf: aic has no config for {model.name} (AIConfigurator bundles none, and ours is"
-                " a quantised variant or a local file)",
+                f"perf: aic has no config for {model.name}: AIConfigurator reads bundled models only",
                 where="perf",
             )
         kv_dtype = model.resolve_kv_dtype(kv_cache_dtype, backend)
@@ -166,7 +189,7 @@ class AicPerfModel:
         # DeepSeek-style attention on trtllm/sglang needs bf16 FMHA (spec perf.md, known quirks).
         fmha = "bfloat16" if model.is_mla and backend in ("trtllm", "sglang") else None
         self._engine = _engine(
-            model_path,
+            resolved.path,
             system.name,
             backend,
             shape.tp,
@@ -175,10 +198,12 @@ class AicPerfModel:
             moe_tp,
             moe_ep,
             nextn,
+            resolved.gemm_quant,
+            resolved.moe_quant,
             "fp8" if kv_dtype == "fp8" else None,
             fmha,
         )
-        self.model_path = model_path
+        self.aic_model = resolved
         self._prefill: dict[tuple[int, int, int], float] = {}
         self._decode: dict[tuple[int, int], tuple[float, float]] = {}
         self._decode_extra_non_attention: dict[tuple[int, int], float] = {}
@@ -297,4 +322,4 @@ class AicPerfModel:
         return times[inverse.reshape(-1)]
 
     def describe(self) -> dict[str, Any]:
-        return {"provider": self.name, "aic_model": self.model_path}
+        return {"provider": self.name, "aic_model": self.aic_model.path}

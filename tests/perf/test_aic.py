@@ -4,16 +4,17 @@ The extra is installed in CI (``.[aic]``), so these run there; one small model k
 """
 
 import functools
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from aisimulate.catalog import get_model, get_system
+from aisimulate.catalog import get_model, get_system, publisher_config
 from aisimulate.errors import ConfigError
 from aisimulate.perf import BatchArrays, BatchShape, ParallelShape, get_perf_model
-from aisimulate.perf.aic import AicPerfModel, aic_model_path, bucket_tokens, bucket_tokens_array
+from aisimulate.perf.aic import AicModel, AicPerfModel, bucket_tokens, bucket_tokens_array, resolve_aic_model
 from tests.perf.test_contract import PerfModelContract
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
@@ -30,12 +31,24 @@ class TestAicContract(PerfModelContract):
 
 
 def test_model_resolves_to_the_bundled_aic_config_under_an_alias():
-    assert aic_model_path(get_model(LLAMA_8B)) == "meta-llama/Meta-Llama-3.1-8B"
+    assert resolve_aic_model(get_model(LLAMA_8B)) == AicModel(path="meta-llama/Meta-Llama-3.1-8B")
+
+
+def test_a_variant_aic_lacks_resolves_to_its_base_with_the_weight_format():
+    assert resolve_aic_model(get_model("nvidia/Qwen3-32B-FP8")) == AicModel(
+        path="Qwen/Qwen3-32B", gemm_quant="fp8"
+    )
+    assert resolve_aic_model(get_model("Qwen/Qwen3-30B-A3B-FP8")) == AicModel(path="Qwen/Qwen3-30B-A3B-FP8")
 
 
 def test_a_model_aic_lacks_resolves_to_our_config_folder():
-    path = aic_model_path(get_model("meta-llama/Llama-3.3-70B"))
-    assert path is not None and (Path(path) / "config.json").is_file()
+    resolved = resolve_aic_model(get_model("meta-llama/Llama-3.3-70B"))
+    assert resolved is not None and (Path(resolved.path) / "config.json").is_file()
+
+
+def _local_model(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(publisher_config(LLAMA_8B).config))
+    return get_model(str(tmp_path))
 
 
 def test_agrees_with_aics_own_static_estimate():
@@ -105,23 +118,17 @@ def test_auto_runs_aic_when_it_covers_the_worker():
     assert _providers("auto").name == "aic"
 
 
-def test_auto_falls_back_to_analytic_when_aic_lacks_the_model():
-    uncovered = get_perf_model(
-        "auto",
-        model=get_model("nvidia/Llama-3.1-8B-Instruct-FP4"),
-        system=get_system("h200_sxm"),
-        shape=ParallelShape(),
+def test_auto_falls_back_to_analytic_when_aic_lacks_the_model(tmp_path):
+    local = get_perf_model(
+        "auto", model=_local_model(tmp_path), system=get_system("h200_sxm"), shape=ParallelShape()
     )
-    assert uncovered.name == "analytic"
+    assert local.name == "analytic"
 
 
-def test_aic_names_the_uncovered_model():
-    with pytest.raises(ConfigError, match=r"no config for nvidia/Llama-3\.1-8B-Instruct-FP4"):
+def test_aic_names_the_uncovered_model(tmp_path):
+    with pytest.raises(ConfigError, match="perf: aic has no config for"):
         get_perf_model(
-            "aic",
-            model=get_model("nvidia/Llama-3.1-8B-Instruct-FP4"),
-            system=get_system("h200_sxm"),
-            shape=ParallelShape(),
+            "aic", model=_local_model(tmp_path), system=get_system("h200_sxm"), shape=ParallelShape()
         )
 
 
@@ -131,3 +138,12 @@ def test_missing_extra_is_one_clear_error_and_auto_falls_back(monkeypatch):
     with pytest.raises(ConfigError, match=r'pip install "aisimulate\[aic\]"'):
         _providers("aic")
     assert _providers("auto").name == "analytic"
+
+
+def test_a_variant_runs_at_its_weight_format():
+    fp8 = AicPerfModel(
+        get_model("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8"), get_system("h200_sxm"), ParallelShape()
+    )
+    assert fp8.aic_model == AicModel(path="meta-llama/Meta-Llama-3.1-8B", gemm_quant="fp8")
+    weight_bound = BatchShape(decode_requests=1, decode_context_tokens=1024)
+    assert fp8.pass_time_ms(weight_bound) < 0.8 * _llama().pass_time_ms(weight_bound)
