@@ -161,6 +161,47 @@ def _engine(
         ) from None
 
 
+@functools.cache
+def _kv_tokens(
+    compile_args: tuple[Any, ...],
+    gpu_memory_utilization: float,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+) -> int:
+    path, system, backend, tp, pp, attention_dp, moe_tp, moe_ep, nextn, gemm, moe, kv, fmha = compile_args
+    try:
+        with _quiet_aic_logs():
+            from aiconfigurator_core.sdk.memory import estimate_kv_cache
+            from aiconfigurator_core.sdk.perf_database import get_latest_database_version
+
+            estimate = estimate_kv_cache(
+                path,
+                system,
+                backend,
+                get_latest_database_version(system, backend),
+                max_num_tokens=max_num_batched_tokens,
+                max_batch_size=max_num_seqs,
+                memory_fraction_kind="of_free" if backend == "trtllm" else "of_total",
+                memory_fraction_value=gpu_memory_utilization,
+                tp_size=tp,
+                pp_size=pp,
+                attention_dp_size=attention_dp,
+                moe_tp_size=moe_tp,
+                moe_ep_size=moe_ep,
+                gemm_quant_mode=gemm,
+                moe_quant_mode=moe,
+                kvcache_quant_mode=kv,
+                fmha_quant_mode=fmha,
+                nextn=nextn,
+            )
+    except Exception as err:  # as in _engine: the library's errors have no common type
+        raise ConfigError(
+            f"perf: aic cannot size the KV cache of {path} on {system}: {err}", where="perf"
+        ) from None
+    # AIConfigurator prices a token's KV over all layers, not one pipeline stage's (spec perf.md).
+    return int(estimate["total_kv_size_tokens"]) * pp
+
+
 class AicPerfModel:
     """AIConfigurator's per-iteration latency for one worker shape, memoised on bucketed passes."""
 
@@ -188,7 +229,7 @@ class AicPerfModel:
         moe_tp, moe_ep = shape.expert_split
         # DeepSeek-style attention on trtllm/sglang needs bf16 FMHA (spec perf.md, known quirks).
         fmha = "bfloat16" if model.is_mla and backend in ("trtllm", "sglang") else None
-        self._engine = _engine(
+        self._compile_args = (
             resolved.path,
             system.name,
             backend,
@@ -203,10 +244,19 @@ class AicPerfModel:
             "fp8" if kv_dtype == "fp8" else None,
             fmha,
         )
+        self._engine = _engine(*self._compile_args)
         self.aic_model = resolved
         self._prefill: dict[tuple[int, int, int], float] = {}
         self._decode: dict[tuple[int, int], tuple[float, float]] = {}
         self._decode_extra_non_attention: dict[tuple[int, int], float] = {}
+
+    def kv_tokens_per_rank(
+        self, *, gpu_memory_utilization: float, max_num_batched_tokens: int, max_num_seqs: int
+    ) -> int:
+        """KV capacity of one attention-DP rank by AIConfigurator's memory model (cached per shape;
+        a call takes about a second). ``gpu_memory_utilization`` is the backend's own knob: a
+        fraction of all memory on vLLM and SGLang, of what is free after the model on TRT-LLM."""
+        return _kv_tokens(self._compile_args, gpu_memory_utilization, max_num_batched_tokens, max_num_seqs)
 
     # ---- memoised AIConfigurator calls ---------------------------------------------------
     def _prefill_ms(self, requests: int, new_tokens: int, context_tokens: int) -> float:

@@ -13,7 +13,7 @@ import pytest
 
 from aisimulate.catalog import get_model, get_system, publisher_config
 from aisimulate.errors import ConfigError
-from aisimulate.perf import BatchArrays, BatchShape, ParallelShape, get_perf_model
+from aisimulate.perf import BatchArrays, BatchShape, ParallelShape, estimate_memory, get_perf_model
 from aisimulate.perf.aic import AicModel, AicPerfModel, bucket_tokens, bucket_tokens_array, resolve_aic_model
 from tests.perf.test_contract import PerfModelContract
 
@@ -147,3 +147,21 @@ def test_a_variant_runs_at_its_weight_format():
     assert fp8.aic_model == AicModel(path="meta-llama/Meta-Llama-3.1-8B", gemm_quant="fp8")
     weight_bound = BatchShape(decode_requests=1, decode_context_tokens=1024)
     assert fp8.pass_time_ms(weight_bound) < 0.8 * _llama().pass_time_ms(weight_bound)
+
+
+def _kv_tokens(model: AicPerfModel) -> int:
+    return model.kv_tokens_per_rank(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=256)
+
+
+def test_kv_capacity_agrees_with_our_memory_model():
+    ours = estimate_memory(
+        get_model(LLAMA_8B), get_system("h200_sxm"), ParallelShape(), gpu_memory_utilization=0.9
+    )
+    assert _kv_tokens(_llama()) == pytest.approx(ours.kv_tokens_per_rank, rel=0.01)
+
+
+def test_kv_capacity_counts_one_pipeline_stage_under_pp():
+    model, h100 = get_model("meta-llama/Llama-3.1-70B"), get_system("h100_sxm")
+    tp4 = _kv_tokens(AicPerfModel(model, h100, ParallelShape(tp=4)))
+    tp2_pp2 = _kv_tokens(AicPerfModel(model, h100, ParallelShape(tp=2, pp=2)))
+    assert tp2_pp2 == pytest.approx(tp4, rel=0.02)
