@@ -311,7 +311,8 @@ class AicPerfModel:
         if not decode:
             return prefill, 0.0, 0.0
         attention = self._decode_ms(decode, max(decode_ctx, 1))[1]
-        return prefill, attention, self._extra_non_attention_ms(bucket_tokens(prefill_tokens), decode)
+        # On the bucketed chunk, so that the vectorised path (which keeps only that) agrees exactly.
+        return prefill, attention, self._extra_non_attention_ms(new * chunks, decode)
 
     def time_ms(
         self,

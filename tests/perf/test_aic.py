@@ -165,3 +165,24 @@ def test_kv_capacity_counts_one_pipeline_stage_under_pp():
     tp4 = _kv_tokens(AicPerfModel(model, h100, ParallelShape(tp=4)))
     tp2_pp2 = _kv_tokens(AicPerfModel(model, h100, ParallelShape(tp=2, pp=2)))
     assert tp2_pp2 == pytest.approx(tp4, rel=0.02)
+
+
+def test_vector_mixed_matches_scalar():
+    model = _llama()
+    prefill = np.array([0, 777, 3001, 5000, 9999])
+    chunks = np.array([0, 1, 3, 2, 1])
+    context = np.array([0, 0, 4100, 333, 20_000])
+    requests = np.array([5, 0, 9, 31, 200])
+    contexts = requests * 1500
+    arrays = BatchArrays(
+        prefill_tokens=prefill,
+        prefill_requests=chunks,
+        prefill_context_tokens=context,
+        decode_requests=requests,
+        decode_context_tokens=contexts,
+    )
+    expected = [
+        model.time_ms(p, r, 0, c, d, dc)
+        for p, r, c, d, dc in zip(prefill, chunks, context, requests, contexts, strict=True)
+    ]
+    np.testing.assert_allclose(model.pass_times_ms(arrays), expected, rtol=1e-12)
