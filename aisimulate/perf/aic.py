@@ -4,7 +4,7 @@ Every ``aiconfigurator_core`` import lives in this module and happens on first u
 of the project runs without the extra. A pass is answered from AIConfigurator's own calls:
 
 * prefill chunks: ``predict_prefill_latency(requests, context + new, context)`` with the mean
-  chunk, as the reference replay calls it (spec reference-dynamo-replay.md §1.2 (c));
+  chunk, as Dynamo's mocker calls it;
 * decode only: ``predict_decode_latency(requests, mean context, osl=2)``, one generation step;
 * both in one pass: the prefill call, plus the decode attention and the extra non-attention
   cost of the decode tokens, both read off ``mixed_step_breakdown`` (AIConfigurator's own
@@ -12,7 +12,7 @@ of the project runs without the extra. A pass is answered from AIConfigurator's 
 
 A call costs 2-100 us, so answers are memoised on bucketed arguments: lengths above 64 tokens
 snap to a grid of 1/32 relative spacing (about 3 %), request counts stay exact. Bucketing is
-monotone, so a longer context never reads a shorter time.
+monotone, so it adds no dips of its own to AIConfigurator's curves.
 """
 
 from __future__ import annotations
