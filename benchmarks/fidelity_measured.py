@@ -1,7 +1,7 @@
 """Predicted vs measured TTFT and TPOT of closed-loop serving benchmarks, row by row.
 
     python benchmarks/fidelity_measured.py --csv benchmarks/data/calibration/e2e_measured_h100.csv \
-        [--perf analytic] [--out rows.csv] [--every K] [--quiet]
+        [--perf analytic|aic|auto|polynomial] [--out rows.csv] [--every K] [--quiet]
 
 Each row (system, backend, model, precision, isl, osl, concurrency, shape, measured mean TTFT and
 TPOT) is replayed as its closed-loop synthetic benchmark on one aggregated worker of that shape,
@@ -37,7 +37,7 @@ from aisimulate.fidelity import (
 from aisimulate.fidelity.measured import MeasuredRow
 from aisimulate.perf.calibration import e2e_fitted_models
 
-PERF_CHOICES = ("analytic", "polynomial")  # the providers that need no file of their own
+PERF_CHOICES = ("analytic", "aic", "auto", "polynomial")  # the providers that need no file of their own
 OUT_COLUMNS = (
     "id",
     "status",

@@ -14,12 +14,14 @@ def test_catalog_exports():
     assert set(aisimulate.catalog.__all__) == {
         "ModelSpec",
         "ParamCounts",
+        "PublisherConfig",
         "System",
         "get_model",
         "get_system",
         "list_models",
         "list_systems",
         "parse_hf_config",
+        "publisher_config",
     }
 
 

@@ -388,6 +388,31 @@ def _bundled() -> tuple[dict[str, ModelSpec], dict[str, str]]:
     return specs, index
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PublisherConfig:
+    """The publisher ``config.json`` a bundled checkpoint derives from, and the names it goes by.
+
+    Other tools that resolve models by HF id (AIConfigurator) need the names and the raw config.
+    """
+
+    names: tuple[str, ...]  # the checkpoint's own name first, then the base model's names
+    config: dict[str, Any]  # the base model's publisher config
+    variant: bool  # the checkpoint is a quantised variant of that config
+
+
+@functools.cache
+def publisher_config(name: str) -> PublisherConfig | None:
+    """The publisher config behind a bundled model or quantised variant; None for local files."""
+    for path in sorted(_models_dir().glob("*.json")):
+        entry = _read_json(path, str(path))
+        base_names = (entry["name"], *entry.get("aliases", []))
+        if name == entry["name"]:
+            return PublisherConfig(names=base_names, config=entry["config"], variant=False)
+        if name in entry.get("variants", {}):
+            return PublisherConfig(names=(name, *base_names), config=entry["config"], variant=True)
+    return None
+
+
 def list_models() -> list[str]:
     """Canonical names of the bundled models and their quantised variants."""
     return sorted(_bundled()[0])

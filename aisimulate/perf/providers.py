@@ -1,4 +1,6 @@
-"""Choosing a latency provider by name: ``analytic`` (default), ``polynomial`` or ``table``."""
+"""Choosing a latency provider by name: ``analytic`` (default), ``aic``, ``auto``, ``polynomial``
+or ``table``. ``auto`` takes AIConfigurator when it is installed and covers the worker, else the
+analytic model; the provider's ``name`` says which one ran."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from aisimulate.perf.polynomial import PolynomialPerfModel
 from aisimulate.perf.shape import ParallelShape
 from aisimulate.perf.table import TablePerfModel
 
-PROVIDERS = ("analytic", "polynomial", "table")
+PROVIDERS = ("analytic", "aic", "auto", "polynomial", "table")
 
 
 def get_perf_model(
@@ -28,7 +30,18 @@ def get_perf_model(
     table_path: str | Path | None = None,
 ) -> PerfModel:
     """Build the provider ``name`` for one worker shape."""
-    if name == "analytic":
+    if name in ("aic", "auto"):
+        # Imported here: the module is the only one that touches the optional extra.
+        from aisimulate.perf.aic import AicPerfModel
+
+        try:
+            return AicPerfModel(
+                model, system, shape, backend=backend, kv_cache_dtype=kv_cache_dtype, nextn=nextn
+            )
+        except ConfigError:
+            if name == "aic":
+                raise
+    if name in ("analytic", "auto"):
         return AnalyticPerfModel(
             model, system, shape, backend=backend, kv_cache_dtype=kv_cache_dtype, nextn=nextn
         )

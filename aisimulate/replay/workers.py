@@ -9,6 +9,7 @@ import numpy as np
 
 from aisimulate.catalog import get_model, get_system
 from aisimulate.errors import InfeasibleError
+from aisimulate.perf.aic import AicPerfModel
 from aisimulate.perf.memory import estimate_memory
 from aisimulate.perf.model import PerfModel
 from aisimulate.perf.providers import get_perf_model
@@ -55,11 +56,6 @@ def resolve_engine(
         max_model_len=spec.max_model_len,
         nextn=spec.nextn,
     )
-    blocks = spec.num_gpu_blocks
-    if blocks is None:
-        if not memory.feasible:
-            raise InfeasibleError(f"{model.name} on {system.name}: {memory.reason}", where=where)
-        blocks = memory.num_gpu_blocks
     provider = get_perf_model(
         perf,
         model=model,
@@ -70,6 +66,19 @@ def resolve_engine(
         nextn=spec.nextn,
         table_path=perf_table,
     )
+    blocks = spec.num_gpu_blocks
+    if blocks is None:
+        if not memory.feasible:
+            raise InfeasibleError(f"{model.name} on {system.name}: {memory.reason}", where=where)
+        if isinstance(provider, AicPerfModel):  # its latency and its memory model go together
+            tokens = provider.kv_tokens_per_rank(
+                gpu_memory_utilization=spec.gpu_memory_utilization,
+                max_num_batched_tokens=spec.max_num_batched_tokens,
+                max_num_seqs=spec.max_num_seqs,
+            )
+            blocks = tokens // spec.block_size
+        else:
+            blocks = memory.num_gpu_blocks
     return ResolvedEngine(
         spec=spec,
         backend=plan.backend,
