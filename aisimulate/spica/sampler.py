@@ -125,7 +125,9 @@ class BranchSampler:
         """``count`` new trials; ``explore`` samples them uniformly at random instead."""
         self.study.sampler = make_sampler(
             "random" if explore else self._kind,
-            seed=derived_seed(self._seed, self.branch.deployment_mode, len(self.study.trials)),
+            seed=derived_seed(
+                self._seed, self.branch.deployment_mode, len(self.study.get_trials(deepcopy=False))
+            ),
             population_size=self._batch_size,
         )
         return [self._suggest(self.study.ask()) for _ in range(count)]
