@@ -121,10 +121,13 @@ class BranchSampler:
         self._space = ParallelSpace(branch.pool, branch.gpu_budget) if len(branch.pool) > 1 else None
         self._trials: dict[int, Trial] = {}
 
-    def ask(self, count: int) -> list[Suggestion]:
+    def ask(self, count: int, *, explore: bool = False) -> list[Suggestion]:
+        """``count`` new trials; ``explore`` samples them uniformly at random instead."""
         self.study.sampler = make_sampler(
-            self._kind,
-            seed=derived_seed(self._seed, self.branch.deployment_mode, len(self.study.trials)),
+            "random" if explore else self._kind,
+            seed=derived_seed(
+                self._seed, self.branch.deployment_mode, len(self.study.get_trials(deepcopy=False))
+            ),
             population_size=self._batch_size,
         )
         return [self._suggest(self.study.ask()) for _ in range(count)]

@@ -5,8 +5,10 @@ of them in trial-number order, so results do not depend on the number of workers
 finished first. A sample seen before (in this run or a resumed one) is told the cached outcome
 at once and recorded as a duplicate: it costs an ask but no evaluation and does not count toward
 the round's quota (``candidates_per_round`` new samples). A round gives up after
-``11 x quota`` asks; a round short of its quota means the optimizer keeps proposing what was
-already tried, so the branch stops there.
+``11 x quota`` asks. Once a round has seen a repeated sample, its replacement asks come from
+random sampling (seeded), so a converged optimizer cannot stall a branch that still has unseen
+samples; a round short of its quota even so means the branch's space is (nearly) exhausted, and
+the branch stops there.
 
 Resume: each trial carries its round and sample as user attributes, the study remembers finished
 rounds, and the journal holds finished evaluations. A resumed run tells the asked-but-untold
@@ -156,7 +158,11 @@ class _Search:
                 unique += self._batch(sampler, running, round_no, executor)
                 running = []
             while unique < quota and attempts < cap:
-                suggestions = sampler.ask(min(quota - unique, cap - attempts))
+                # Replacements for repeated samples explore: the optimizer has just shown that it
+                # keeps proposing what it knows. A pure function of the round's counts, so a
+                # resumed round asks exactly as the uninterrupted one did.
+                explore = attempts > unique
+                suggestions = sampler.ask(min(quota - unique, cap - attempts), explore=explore)
                 attempts += len(suggestions)
                 items = [self._build(sampler, s, round_no) for s in suggestions]
                 unique += self._batch(sampler, items, round_no, executor)

@@ -12,6 +12,7 @@ from aisimulate.errors import ConfigError
 from aisimulate.spica.config import SmartSearchConfig
 from aisimulate.spica.experimental import ExperimentalWarning
 from aisimulate.spica.records import Journal
+from aisimulate.spica.sampler import BranchSampler
 from aisimulate.spica.search import run_smart_search
 from tests.spica import fakes
 
@@ -202,3 +203,29 @@ def test_the_ray_executor_without_ray_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ConfigError, match=r"pip install 'aisimulate\[ray\]'"):
         run_smart_search(config(sweep__executor="ray"), evaluator=fakes.fake)
+
+
+def test_replacements_for_repeated_samples_are_asked_at_random(monkeypatch):
+    asks = []
+    real_ask = BranchSampler.ask
+
+    def spy(self, count, *, explore=False):
+        asks.append((count, explore))
+        return real_ask(self, count, explore=explore)
+
+    monkeypatch.setattr(BranchSampler, "ask", spy)
+    # 3 layouts within 2 GPUs x 5 batch sizes = 15 samples for 6 rounds of 3: repeats must happen.
+    result = run_smart_search(config(search_space__gpu_budget=2, sweep__max_rounds=6), evaluator=fakes.fake)
+    assert result.tallies["duplicate"] > 0
+    by_round = {}
+    for record in result.records:
+        by_round.setdefault(record.round, []).append(record.status)
+    ask_iter = iter(asks)
+    for statuses in by_round.values():
+        count, explore = next(ask_iter)
+        assert not explore  # a round starts with the optimizer
+        seen = count
+        while seen < len(statuses):
+            count, explore = next(ask_iter)
+            assert explore  # a replacement is asked only after a repeat, and explores
+            seen += count
