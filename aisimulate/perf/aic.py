@@ -112,9 +112,15 @@ def _variant_quant(model: ModelSpec) -> dict[str, str | None]:
 
 
 @functools.cache
+def _config_root() -> tempfile.TemporaryDirectory[str]:
+    """This process's scratch folder for model configs; removed when the process exits."""
+    return tempfile.TemporaryDirectory(prefix="aisimulate-aic-")
+
+
+@functools.cache
 def _config_folder(name: str, config_json: str) -> Path:
     """One folder per process and model, holding the config AIConfigurator reads."""
-    folder = Path(tempfile.mkdtemp(prefix="aisimulate-aic-")) / name.replace("/", "--")
+    folder = Path(_config_root().name) / name.replace("/", "--")
     folder.mkdir()
     (folder / "config.json").write_text(config_json)
     return folder
