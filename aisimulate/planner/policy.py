@@ -31,6 +31,7 @@ PassTime = Callable[[float, float, float], float]
 
 _EPS_MS = 1e-6
 _CAPACITY_CANDIDATES = 16  # batch sizes tried when sizing one engine
+_SEED_CONTEXT_TOKENS = 2048  # context of the seeded decoders in an aggregated engine
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,20 +145,19 @@ class _RoleModel:
         """Pre-load the fit with the perf model on a grid, as the reference does with its
         pre-deployment benchmark; later observations displace these samples."""
         cap = self.cap
-        tokens = np.unique(np.linspace(1, cap.max_num_batched_tokens, points).round())
-        batch = np.unique(np.linspace(1, cap.max_num_seqs, points).round())
-        kv = np.unique(np.linspace(cap.max_kv_tokens / points, cap.max_kv_tokens, points).round())
+        # Geometric grids: most passes are small, and a line fitted to evenly spaced points
+        # would be pinned by the largest ones (a decode pass came out 6x too cheap).
+        tokens = np.unique(np.geomspace(16, cap.max_num_batched_tokens, points).round())
+        batch = np.unique(np.geomspace(1, cap.max_num_seqs, points).round())
+        kv = np.unique(np.geomspace(min(1024, cap.max_kv_tokens), cap.max_kv_tokens, points).round())
         if self.role == "prefill":
             grid = [(t, 0.0, 0.0) for t in tokens]
         elif self.role == "decode":
             grid = [(0.0, b, min(k, b * cap.context_length)) for b in batch for k in kv]
         else:
-            # Decode requests in proportion to the KV they hold.
-            grid = [
-                (t, max(1.0, cap.max_num_seqs * k / cap.max_kv_tokens), k)
-                for t in np.concatenate(([0.0], tokens))
-                for k in kv
-            ]
+            # Decoders at a typical context, alone or beside a prompt chunk.
+            context = min(cap.context_length, _SEED_CONTEXT_TOKENS)
+            grid = [(t, b, b * context) for t in np.concatenate(([0.0], tokens)) for b in batch]
         for prefill, requests, context in grid:
             self.regression.add(self.features(prefill, requests, context), probe(prefill, requests, context))
 
