@@ -21,7 +21,7 @@ from rich.table import Table
 from aisimulate.spica.artifacts import dynamo_graph_deployment, gpus_per_engine, launch_commands, roles
 from aisimulate.spica.config import SmartSearchConfig
 from aisimulate.spica.records import TrialRecord
-from aisimulate.spica.score import OBJECTIVE_DIRECTIONS, PARETO, hypervolume
+from aisimulate.spica.score import OBJECTIVE_DIRECTIONS, OBJECTIVE_UNITS, PARETO, hypervolume
 from aisimulate.spica.search import SearchResult, reference_point
 
 RESULTS_JSON, RESULTS_CSV, PARETO_PNG, DEPLOY_DIR = "results.json", "results.csv", "pareto.png", "deploy"
@@ -167,8 +167,8 @@ def plot_pareto(
     axes.plot([p[x_name] for p in front], [p[y_name] for p in front], "o-", color="C3", label="Pareto front")
     if reference_curve:
         axes.plot(*zip(*reference_curve, strict=True), "s--", color="C2", label="reference")
-    axes.set_xlabel(x_name)
-    axes.set_ylabel(y_name)
+    axes.set_xlabel(f"{x_name} ({OBJECTIVE_UNITS[x_name]})")
+    axes.set_ylabel(f"{y_name} ({OBJECTIVE_UNITS[y_name]})")
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()

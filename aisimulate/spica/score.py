@@ -32,6 +32,19 @@ OBJECTIVE_DIRECTIONS: Mapping[str, Direction] = MappingProxyType(
     }
 )
 
+# The unit of each objective's raw value, for labels.
+OBJECTIVE_UNITS: Mapping[str, str] = MappingProxyType(
+    {
+        "throughput": "output tok/s",
+        "throughput_per_gpu": "output tok/s per GPU",
+        "goodput": "output tok/s within the SLA",
+        "goodput_per_gpu": "output tok/s within the SLA per GPU",
+        "throughput_per_user": "tok/s per user",
+        "e2e_latency": "mean ms",
+        "cost_per_million_tokens": "USD per million output tokens",
+    }
+)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Scored(Generic[P]):

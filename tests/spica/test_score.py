@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from aisimulate.spica.score import (
     OBJECTIVE_DIRECTIONS,
+    OBJECTIVE_UNITS,
     Scored,
     avg_gpu,
     direction,
@@ -299,3 +300,7 @@ def test_hypervolume_of_front_equals_all_points_and_grid(data):
     signs = [1.0 if d == "max" else -1.0 for d in directions]
     flipped = [[s * x for s, x in zip(signs, p, strict=True)] for p in points]
     assert volume == grid_hypervolume(flipped, [s * r for s, r in zip(signs, reference, strict=True)])
+
+
+def test_every_objective_has_a_unit_for_labels():
+    assert set(OBJECTIVE_UNITS) == set(OBJECTIVE_DIRECTIONS)
