@@ -415,24 +415,31 @@ class Planner:
         gpus = {role: model.cap.gpus_per_engine for role, model in self.roles.items()}
         low = {role: config.min_endpoints(role) for role in targets}
         out = {role: max(n, low[role]) for role, n in targets.items()}
-
-        def total() -> int:
-            return sum(out[role] * gpus[role] for role in out)
-
-        if total() > self.max_gpus:
-            factor = self.max_gpus / total()
-            out = {role: max(math.floor(n * factor), low[role]) for role, n in out.items()}
-            while total() > self.max_gpus:
-                shrinkable = [role for role in out if out[role] > low[role]]
-                if not shrinkable:
-                    break
-                out[max(shrinkable, key=lambda role: (out[role] * gpus[role], role))] -= 1
-        if config.min_gpu_budget > 0 and total() < config.min_gpu_budget:
-            factor = config.min_gpu_budget / max(total(), 1)
-            out = {role: math.ceil(n * factor) for role, n in out.items()}
-            while total() > self.max_gpus:
-                grown = [role for role in out if out[role] > low[role]]
-                if not grown:
-                    break
-                out[max(grown, key=lambda role: (out[role] * gpus[role], role))] -= 1
+        if _gpus_of(out, gpus) > self.max_gpus:
+            factor = self.max_gpus / _gpus_of(out, gpus)
+            out = _trim(
+                {role: max(math.floor(n * factor), low[role]) for role, n in out.items()},
+                low,
+                gpus,
+                self.max_gpus,
+            )
+        if config.min_gpu_budget > 0 and _gpus_of(out, gpus) < config.min_gpu_budget:
+            factor = config.min_gpu_budget / max(_gpus_of(out, gpus), 1)
+            out = _trim({role: math.ceil(n * factor) for role, n in out.items()}, low, gpus, self.max_gpus)
         return out
+
+
+def _gpus_of(workers: dict[str, int], gpus: dict[str, int]) -> int:
+    return sum(n * gpus[role] for role, n in workers.items())
+
+
+def _trim(workers: dict[str, int], low: dict[str, int], gpus: dict[str, int], budget: int) -> dict[str, int]:
+    """Take workers one at a time from the role using the most GPUs until ``budget`` holds (or
+    every role is at its floor): rounding may leave a proportional clamp a little over."""
+    workers = dict(workers)
+    while _gpus_of(workers, gpus) > budget:
+        above = [role for role in workers if workers[role] > low[role]]
+        if not above:
+            break
+        workers[max(above, key=lambda role: (workers[role] * gpus[role], role))] -= 1
+    return workers

@@ -23,11 +23,6 @@ def capability(engine: ResolvedEngine, model: str) -> RoleCapability:
     spec, perf = engine.spec, engine.perf
     context = spec.max_model_len or get_model(model).max_context_tokens or 131072
     capacity = engine.num_gpu_blocks * spec.block_size
-    accept = 1.0
-    reach = 1.0
-    for rate in spec.accept_rates:  # expected tokens per step: 1 + P(1st) + P(1st and 2nd) + ...
-        reach *= rate
-        accept += reach
 
     def pass_time_ms(prefill_tokens: float, decode_requests: float, decode_kv: float) -> float:
         tokens = int(prefill_tokens)  # one prompt from scratch: causal pairs t(t+1)/2
@@ -41,7 +36,7 @@ def capability(engine: ResolvedEngine, model: str) -> RoleCapability:
         max_num_seqs=spec.max_num_seqs,
         context_length=context,
         max_kv_tokens=capacity,
-        accept_length=accept,
+        accept_length=spec.mean_tokens_per_step,
         ranks_per_engine=spec.attention_dp,
         pass_time_ms=pass_time_ms,
     )

@@ -86,6 +86,15 @@ class EngineSpec(_Frozen):
         return (list(rates) + [0.0] * self.nextn)[: self.nextn]
 
     @property
+    def mean_tokens_per_step(self) -> float:
+        """Expected tokens a decoder emits per step: 1 + P(1st draft) + P(1st and 2nd) + ..."""
+        tokens = reach = 1.0
+        for rate in self.accept_rates:
+            reach *= rate
+            tokens += reach
+        return tokens
+
+    @property
     def gpus_per_worker(self) -> int:
         return self.tp * self.pp * self.attention_dp
 
