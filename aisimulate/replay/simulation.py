@@ -136,7 +136,14 @@ class Simulation:
             target = decision.targets.get(pool.role)
             if target is not None:
                 self._scale(pool, target, now)
-        done = self._next_session() is None and not self.in_flight and not self.ready
+        # Done when nothing can arrive any more: no session, no request in flight, and no
+        # session's next turn waiting out its delay in the heap.
+        done = (
+            self._next_session() is None
+            and not self.in_flight
+            and not self.ready
+            and all(kind in (_STARTED, _TICK) for _, kind, _, _ in self.heap)
+        )
         if decision.next_tick_ms is not None and not done:
             self._push(decision.next_tick_ms, _TICK, None)
 

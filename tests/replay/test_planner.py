@@ -181,3 +181,14 @@ def test_sla_planner_grows_an_overloaded_fleet_one_worker_per_startup():
     assert min(gaps) >= 10_000.0  # no new worker while one is starting
     assert report.summary["goodput_request_throughput_rps"] > base["goodput_request_throughput_rps"]
     assert report.summary["median_ttft_ms"] < base["median_ttft_ms"]
+
+
+def test_ticks_continue_while_a_next_turn_waits_out_its_delay():
+    # One session at a time: between turns nothing is in flight, yet a turn is still to come.
+    sessions = SyntheticWorkload(
+        isl=256, osl=16, num_requests=1, request_rate=1, turns_per_session=3, inter_turn_delay_ms=20_000
+    )
+    report = simulate(plan(1, ALWAYS_DOWN), sessions)
+    s = report.summary
+    assert s["completed_requests"] == 3
+    assert s["planner_total_ticks"] >= s["duration_ms"] // 5000
