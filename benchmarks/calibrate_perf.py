@@ -19,7 +19,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from aisimulate.catalog import get_system
-from aisimulate.perf.points import FIT_TYPES, load_points, predict
+from aisimulate.perf.points import FIT_TYPES, fit_key, load_points, predict
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE / "data" / "calibration"
@@ -70,7 +70,7 @@ def fit_kernels(data_dir: Path) -> dict[str, dict]:
         params = fit_group(family, points)
         entry = fits[f"{system}/{backend}"]
         if family in ("gemm", "moe"):
-            entry.setdefault(family, {})["fp8" if dtype.startswith("fp8") else "bf16"] = params
+            entry.setdefault(family, {})[fit_key(points[0], get_system(system))] = params
         else:
             entry[family] = params
         print(f"fitted {family:21s} {system:9s} {backend:6s} {dtype:9s} n={len(points):3d} {params}")

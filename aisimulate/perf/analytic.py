@@ -155,7 +155,7 @@ class AnalyticPerfModel:
             weight_bytes_per_param=WEIGHT_BYTES_PER_PARAM[dtype],
             peak_tflops=self._peak(dtype),
             hbm_gbps=self.system.hbm_gbps,
-            fit=cal.moe_fit(math_dtype(dtype, self.system.math_dtypes)),
+            fit=cal.moe_fit(dtype, math_dtype(dtype, self.system.math_dtypes)),
         )
 
     def _link_gbps(self, num_gpus: int) -> float:

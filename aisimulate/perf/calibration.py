@@ -19,6 +19,18 @@ from aisimulate.perf.kernels import AttentionFit, CollectiveFit, GemmFit, MoeFit
 
 DATA_FILE = "calibration.json"
 
+# Weight formats whose MoE kernels are measured apart from their math dtype's: MXFP4 experts run
+# weight-only kernels on chips without FP4 math (4-bit reads, bf16 math), unlike any bf16 or fp8
+# kernel, and Blackwell's MXFP4 kernels are their own too.
+MOE_FORMAT_FITS = frozenset({"mxfp4"})
+
+
+def moe_fit_key(weight_dtype: str, math_dtype: str) -> str:
+    """The ``moe`` entry a weight format's experts are priced with (and fitted into)."""
+    if weight_dtype in MOE_FORMAT_FITS:
+        return weight_dtype
+    return "fp8" if math_dtype == "fp8" else "bf16"
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Calibration:
@@ -34,8 +46,10 @@ class Calibration:
     def gemm_fit(self, math_dtype: str) -> GemmFit:
         return self.gemm.get(math_dtype) or self.gemm.get("fp8") or self.gemm["bf16"]
 
-    def moe_fit(self, math_dtype: str) -> MoeFit:
-        return self.moe.get(math_dtype) or self.moe.get("fp8") or self.moe["bf16"]
+    def moe_fit(self, weight_dtype: str, math_dtype: str) -> MoeFit:
+        """The format's own fit when one was measured, else the math dtype's."""
+        own = self.moe.get(moe_fit_key(weight_dtype, math_dtype))
+        return own or self.moe.get(math_dtype) or self.moe.get("fp8") or self.moe["bf16"]
 
 
 @functools.cache

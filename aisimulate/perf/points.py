@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aisimulate.catalog.dtypes import WEIGHT_BYTES_PER_PARAM
+from aisimulate.catalog.dtypes import WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.catalog.systems import System, get_system
-from aisimulate.perf.calibration import calibration_for
+from aisimulate.perf.calibration import calibration_for, moe_fit_key
 from aisimulate.perf.kernels import (
     AttentionFit,
     CollectiveFit,
@@ -31,7 +31,13 @@ from aisimulate.perf.kernels import (
 
 FAMILIES = ("gemm", "context_attention", "generation_attention", "moe", "allreduce", "alltoall")
 
-_DTYPES = {"bfloat16": "bf16", "half": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
+_DTYPES = {
+    "bfloat16": "bf16",
+    "half": "bf16",
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+    "w4a16_mxfp4": "mxfp4",
+}
 _ALLREDUCE_KERNELS = {"vllm": "vLLM_custom_graph", "trtllm": "TRTLLM"}
 
 
@@ -88,7 +94,7 @@ def predict(point: Point, fit: Any, system: System | None = None) -> float:
     row = point.row
     if point.family == "gemm":
         m, n, k = _i(row, "m"), _i(row, "n"), _i(row, "k")
-        math = "fp8" if point.dtype.startswith("fp8") else "bf16"
+        math = math_dtype(point.dtype, system.math_dtypes)
         roof = gemm_roofline(
             weight_params=n * k,
             act_elems_per_token=n + k,
@@ -117,7 +123,7 @@ def predict(point: Point, fit: Any, system: System | None = None) -> float:
         cost = generation_attention(flops_per_context_token_layer=4 * heads * head_dim, **common)
         return cost.time_ms(batch, batch * kv_len, 1.0)
     if point.family == "moe":
-        math = "fp8" if point.dtype.startswith("fp8") else "bf16"
+        math = math_dtype(point.dtype, system.math_dtypes)
         block = moe_block(
             num_layers=1,
             hidden_size=_i(row, "hidden"),
@@ -150,14 +156,23 @@ FIT_TYPES: dict[str, type] = {
 }
 
 
+def fit_key(point: Point, system: System) -> str:
+    """The entry of a per-dtype family (gemm, moe) this point is fitted into."""
+    math = math_dtype(point.dtype, system.math_dtypes)
+    if point.family == "moe":
+        return moe_fit_key(point.dtype, math)
+    return "fp8" if math == "fp8" else "bf16"
+
+
 def calibrated_fit(point: Point) -> Any:
     """The shipped calibration's fit for this point's family, system, backend and dtype."""
-    cal = calibration_for(get_system(point.system), point.backend)
-    math = "fp8" if point.dtype.startswith("fp8") else "bf16"
+    system = get_system(point.system)
+    cal = calibration_for(system, point.backend)
+    math = math_dtype(point.dtype, system.math_dtypes)
     if point.family == "gemm":
         return cal.gemm_fit(math)
     if point.family == "moe":
-        return cal.moe_fit(math)
+        return cal.moe_fit(point.dtype, math)
     return getattr(cal, point.family)
 
 

@@ -39,3 +39,28 @@ def test_calibration_carries_the_attribution():
 
     data = json.loads((resources.files("aisimulate.perf") / "data" / "calibration.json").read_text())
     assert "NVIDIA AIConfigurator, Apache-2.0" in data["attribution"]
+
+
+def test_mxfp4_experts_are_priced_with_their_own_kernel_fit():
+    """gpt-oss's MXFP4 experts run weight-only kernels on Hopper: the fit measured on them must
+    be the one used, and it must describe those kernels better than the borrowed bf16 fit."""
+    from aisimulate.perf.points import predict
+
+    h100 = get_system("h100_sxm")
+    cal = calibration_for(h100, "vllm")
+    assert cal.moe_fit("mxfp4", "bf16") is cal.moe["mxfp4"]
+    assert cal.moe_fit("fp8_block", "fp8") is cal.moe["fp8"]
+    assert cal.moe_fit("nvfp4", "bf16") is cal.moe["bf16"]  # no NVFP4 kernels measured on Hopper
+
+    points = [
+        p
+        for p in load_points(DATA)
+        if p.family == "moe" and p.dtype == "mxfp4" and (p.system, p.backend) == ("h100_sxm", "vllm")
+    ]
+    assert len(points) > 100
+
+    def median_error(fit):
+        return statistics.median(abs(predict(p, fit) / p.measured_ms - 1) for p in points)
+
+    assert median_error(cal.moe["mxfp4"]) <= TARGETS["moe"]
+    assert median_error(cal.moe["mxfp4"]) < median_error(cal.moe["bf16"])
