@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="context length of each decoding sequence",
     )
+    latency.add_argument(
+        "--async-scheduling",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM: overlap the framework overhead with the pass (default: on for vllm)",
+    )
     latency.add_argument("--perf", default="analytic", choices=PROVIDERS)
     latency.add_argument("--perf-table", default=None, help="CSV/NPZ table for --perf table")
     return parser
@@ -143,6 +149,10 @@ def run_memory(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
 
 def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    if args.async_scheduling is not None and args.backend != "vllm":
+        raise ConfigError(
+            f"--async-scheduling is vLLM's switch, not {args.backend}'s", where="--async-scheduling"
+        )
     model, system, shape, estimate = _memory(args)
     perf = get_perf_model(
         args.perf,
@@ -152,6 +162,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         backend=args.backend,
         kv_cache_dtype=args.kv_dtype,
         nextn=args.nextn,
+        async_scheduling=args.backend == "vllm" and args.async_scheduling is not False,
         table_path=args.perf_table,
     )
     chunks = [(args.prefill_tokens, args.prefill_context)] if args.prefill_tokens else []
@@ -176,6 +187,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         "decode_batch": args.decode_batch,
         "decode_context": args.decode_context,
         "nextn": args.nextn,
+        "async_scheduling": getattr(perf, "async_scheduling", None),
         "total_ms": total,
         "breakdown": breakdown,
     }

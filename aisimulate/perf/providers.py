@@ -27,9 +27,13 @@ def get_perf_model(
     backend: str = "vllm",
     kv_cache_dtype: str = "auto",
     nextn: int = 0,
+    async_scheduling: bool = False,
     table_path: str | Path | None = None,
 ) -> PerfModel:
-    """Build the provider ``name`` for one worker shape."""
+    """Build the provider ``name`` for one worker shape.
+
+    ``async_scheduling`` only changes the analytic model: it is the one that adds a framework
+    overhead to its kernels (AIConfigurator prices kernels alone; measured tables include it)."""
     if name in ("aic", "auto"):
         # Imported here: the module is the only one that touches the optional extra.
         from aisimulate.perf.aic import AicPerfModel
@@ -43,7 +47,13 @@ def get_perf_model(
                 raise
     if name in ("analytic", "auto"):
         return AnalyticPerfModel(
-            model, system, shape, backend=backend, kv_cache_dtype=kv_cache_dtype, nextn=nextn
+            model,
+            system,
+            shape,
+            backend=backend,
+            kv_cache_dtype=kv_cache_dtype,
+            nextn=nextn,
+            async_scheduling=async_scheduling,
         )
     if name == "polynomial":
         return PolynomialPerfModel()

@@ -46,6 +46,9 @@ class EngineSpec(_Frozen):
     max_model_len: int | None = Field(default=None, ge=1)
     kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8", "fp4"] = "auto"
     preemption_mode: Literal["lifo", "fifo"] = "lifo"
+    # vLLM's --async-scheduling: the CPU work of the next pass overlaps this pass on the GPU, so a
+    # pass costs max(kernels, framework overhead) instead of their sum. None: vLLM's default (on).
+    async_scheduling: bool | None = None
     startup_time: float | None = Field(default=None, ge=0, description="seconds before a new worker serves")
     sglang: SglangOptions = SglangOptions()
     # Host KV offload (KVBM): G2 host memory and optional G3 disk tier, in blocks per rank; links in
@@ -150,6 +153,10 @@ class DeploymentPlan(_Frozen):
     # prefill and a decode worker fit one NVLink domain, else inter-node); 0: free.
     kv_transfer_bandwidth_gbps: float | None = Field(default=None, ge=0)
     kv_transfer_timing: Literal["full_prompt", "destination_missing"] = "full_prompt"
+    # Per request, from the client's send to the engine (HTTP, chat template, tokenisation) and
+    # the tokens' way back: counted in TTFT and E2E, not in token gaps. 0: engine timings only,
+    # as the reference replay.
+    frontend_latency_ms: float = Field(default=0.0, ge=0)
     # Autoscaling during the replay (None: the fleet stays as the engine specs' replicas).
     planner: PlannerConfig | None = None
 
@@ -176,6 +183,21 @@ class DeploymentPlan(_Frozen):
                 f"({self.prefill.block_size}, {self.decode.block_size})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _async_is_vllms(self) -> DeploymentPlan:
+        if self.backend != "vllm":
+            for role, spec, _ in self.pools():
+                if spec.async_scheduling is not None:
+                    raise ValueError(
+                        f"{role}.async_scheduling is vLLM's switch; {self.backend}'s overlap "
+                        "scheduler is part of its fitted per-pass overhead"
+                    )
+        return self
+
+    def async_scheduling(self, spec: EngineSpec) -> bool:
+        """Whether ``spec``'s passes overlap their framework overhead (vLLM's default: yes)."""
+        return self.backend == "vllm" and spec.async_scheduling is not False
 
     def pools(self) -> list[tuple[str, EngineSpec, RouterSpec]]:
         """(role, engine spec, router) of each pool, in request order."""

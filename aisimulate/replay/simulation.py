@@ -36,7 +36,7 @@ from aisimulate.replay.workers import Pool, ResolvedEngine, Worker, build_pool, 
 from aisimulate.workload.loader import Workload
 from aisimulate.workload.request import RequestSpec, Session
 
-_PASS_END, _TRANSFER, _READY, _LINK, _STARTED, _TICK = 0, 1, 2, 3, 4, 5
+_PASS_END, _TRANSFER, _READY, _LINK, _STARTED, _TICK, _FRONTEND = 0, 1, 2, 3, 4, 5, 6
 
 
 class Simulation:
@@ -76,6 +76,7 @@ class Simulation:
         self.decode_pool = self.pools[-1] if plan.mode == "disagg" else None
         self.transfer_gbps = transfer_bandwidth(plan) if plan.mode == "disagg" else 0.0
         self.destination_missing = plan.kv_transfer_timing == "destination_missing"
+        self.frontend_ms = plan.frontend_latency_ms
         self.pending: dict[int, deque[tuple[Request, Request, Rank]]] = {}
         self.held: deque[Request] = deque()  # the entry router's admission queue
         self.workers = [worker for pool in self.pools for worker in pool.workers]
@@ -222,7 +223,14 @@ class Simulation:
         r = Request.from_spec(spec, now, self.block_size, max_model_len=pool.engine.spec.max_model_len)
         if pool.role == "prefill":
             r.max_output = 1  # the prefill copy: its one token is produced with the prefill
-        if self.held or pool.router.should_hold(pool.ranks):
+        if self.frontend_ms:
+            self._push(now + self.frontend_ms, _FRONTEND, r)
+        else:
+            self._enter(r, now)
+
+    def _enter(self, r: Request, now: float) -> None:
+        """A request reaches the entry router: held by admission control, or routed."""
+        if self.held or self.entry.router.should_hold(self.entry.ranks):
             self.held.append(r)
             return
         self._dispatch(r, now)
@@ -233,7 +241,7 @@ class Simulation:
         lifo = pool.router_spec.router_queue_policy == "lcfs"
         while self.held and not pool.router.should_hold(pool.ranks):
             r = self.held.pop() if lifo else self.held.popleft()
-            r.router_queue_ms = now - r.arrival_ms
+            r.router_queue_ms = now - r.arrival_ms - self.frontend_ms
             self.collector.held(r.router_queue_ms)
             self._dispatch(r, now)
 
@@ -398,6 +406,8 @@ class Simulation:
                 else:
                     self._arrive(spec, now, session)
             self._release_arrivals(now)
+            while heap and heap[0][0] <= now and heap[0][1] == _FRONTEND:
+                self._enter(heapq.heappop(heap)[3], now)
             while heap and heap[0][0] <= now and heap[0][1] == _STARTED:
                 _, _, _, (pool, worker) = heapq.heappop(heap)
                 self._started(pool, worker, now)

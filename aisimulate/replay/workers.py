@@ -64,6 +64,7 @@ def resolve_engine(
         backend=plan.backend,
         kv_cache_dtype=spec.kv_cache_dtype,
         nextn=spec.nextn,
+        async_scheduling=plan.async_scheduling(spec),
         table_path=perf_table,
     )
     blocks = spec.num_gpu_blocks

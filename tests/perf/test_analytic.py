@@ -1,10 +1,11 @@
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aisimulate.catalog import get_model, get_system
 from aisimulate.errors import ConfigError
-from aisimulate.perf import AnalyticPerfModel, BatchShape, ParallelShape
+from aisimulate.perf import AnalyticPerfModel, BatchArrays, BatchShape, ParallelShape
 
 H200 = get_system("h200_sxm")
 LLAMA8 = AnalyticPerfModel(get_model("meta-llama/Llama-3.1-8B"), H200, ParallelShape())
@@ -155,3 +156,35 @@ def test_from_chunks_counts_causal_pairs_exactly():
 def test_backend_name_is_checked():
     with pytest.raises(ConfigError, match="backend"):
         AnalyticPerfModel(get_model("meta-llama/Llama-3.1-8B"), H200, ParallelShape(), backend="tgi")
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [decode(1, 512), decode(64, 2048), prefill(8192), BatchShape.from_chunks([(512, 0)], [1024] * 32)],
+)
+def test_async_scheduling_hides_the_overhead_behind_the_kernels(batch):
+    """vLLM's async scheduling prepares the next pass during this one: a pass costs the longer of
+    the kernels and the framework overhead, never their sum."""
+    model, system, shape = get_model("meta-llama/Llama-3.1-8B"), H200, ParallelShape()
+    sync = AnalyticPerfModel(model, system, shape)
+    overlap = AnalyticPerfModel(model, system, shape, async_scheduling=True)
+    parts = sync.explain(batch)
+    kernels = parts.gemm_ms + parts.attention_ms + parts.moe_ms + parts.comm_ms
+    assert sync.pass_time_ms(batch) == pytest.approx(kernels + parts.overhead_ms)
+    assert overlap.pass_time_ms(batch) == pytest.approx(max(kernels, parts.overhead_ms))
+    shown = overlap.explain(batch)
+    assert shown.overhead_ms == pytest.approx(max(0.0, parts.overhead_ms - kernels))
+    assert shown.total_ms == pytest.approx(overlap.pass_time_ms(batch))
+
+
+def test_async_scheduling_prices_decode_stretches_like_single_passes():
+    overlap = AnalyticPerfModel(
+        get_model("meta-llama/Llama-3.1-8B"), H200, ParallelShape(), async_scheduling=True
+    )
+    requests = np.array([1, 8, 64, 256])
+    contexts = requests * np.array([300, 5000, 1234, 20_000])
+    arrays = BatchArrays(decode_requests=requests, decode_context_tokens=contexts)
+    expected = [overlap.pass_time_ms(decode(d, c // d)) for d, c in zip(requests, contexts, strict=True)]
+    np.testing.assert_allclose(overlap.pass_times_ms(arrays), expected, rtol=1e-12)
+    sync = AnalyticPerfModel(get_model("meta-llama/Llama-3.1-8B"), H200, ParallelShape())
+    assert np.all(overlap.pass_times_ms(arrays) < sync.pass_times_ms(arrays))

@@ -55,6 +55,16 @@ def test_latency_json(capsys):
     assert data["total_ms"] == pytest.approx(sum(v for k, v in parts.items() if k.endswith("_ms")))
 
 
+def test_latency_async_scheduling_switch(capsys):
+    argv = ("latency", "--model", "meta-llama/Llama-3.1-8B", "--system", "h200_sxm", "--decode-batch", "4")
+    _, out, _ = run(capsys, *argv, "--json")
+    _, sync_out, _ = run(capsys, *argv, "--no-async-scheduling", "--json")
+    default, sync = json.loads(out), json.loads(sync_out)
+    assert default["async_scheduling"] is True and sync["async_scheduling"] is False
+    assert default["total_ms"] < sync["total_ms"]
+    assert default["breakdown"]["overhead_ms"] < sync["breakdown"]["overhead_ms"]
+
+
 def test_latency_with_polynomial_provider(capsys):
     code, out, _ = run(
         capsys,
@@ -117,6 +127,19 @@ def test_readable_tables(capsys):
             "(0, 1]",
         ),
         (["latency", "--model", "qwen3-8b", "--system", "h200_sxm", "--perf", "table"], "perf_table"),
+        (
+            [
+                "latency",
+                "--model",
+                "qwen3-8b",
+                "--system",
+                "h200_sxm",
+                "--backend",
+                "sglang",
+                "--async-scheduling",
+            ],
+            "vLLM's switch",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, needle):

@@ -19,15 +19,18 @@ OSL = 128
 MODEL, SYSTEM = "meta-llama/Llama-3.1-8B", "h200_sxm"
 
 
-@pytest.fixture(scope="module")
-def perf():
-    return AnalyticPerfModel(get_model(MODEL), get_system(SYSTEM), ParallelShape(), backend="vllm")
-
-
+@pytest.mark.parametrize("async_scheduling", [True, False])
 @pytest.mark.parametrize("isl", [256, 1024, 4096])
-def test_analytic_replay_matches_its_perf_model(perf, isl):
+def test_analytic_replay_matches_its_perf_model(isl, async_scheduling):
+    perf = AnalyticPerfModel(
+        get_model(MODEL), get_system(SYSTEM), ParallelShape(), async_scheduling=async_scheduling
+    )
     report = run(
-        burst(BATCH, isl, OSL), perf="analytic", max_num_batched_tokens=BATCH * isl, capture_requests=False
+        burst(BATCH, isl, OSL),
+        perf="analytic",
+        max_num_batched_tokens=BATCH * isl,
+        capture_requests=False,
+        async_scheduling=async_scheduling,
     )
     s = report.summary
     prefill_ms = perf.pass_time_ms(BatchShape.from_chunks([(isl, 0)] * BATCH))

@@ -35,3 +35,31 @@ def test_aic_sizes_the_kv_cache_with_its_own_memory_model():
     )
     assert aic.num_gpu_blocks == tokens // spec.block_size != analytic.num_gpu_blocks
     assert aic.num_gpu_blocks == pytest.approx(analytic.num_gpu_blocks, rel=0.01)
+
+
+def test_vllm_schedules_asynchronously_unless_told_otherwise():
+    def perf_of(backend, **engine):
+        plan = DeploymentPlan(
+            model="meta-llama/Llama-3.1-8B", system="h200_sxm", backend=backend, agg=EngineSpec(**engine)
+        )
+        return resolve_engine(plan, plan.agg, perf="analytic", perf_table=None, where="agg").perf
+
+    assert perf_of("vllm").async_scheduling is True
+    assert perf_of("vllm", async_scheduling=False).async_scheduling is False
+    assert perf_of("sglang").async_scheduling is False  # its overlap is in its fitted overhead
+    async_run = run(WORKLOAD, perf="analytic")
+    sync_run = run(WORKLOAD, perf="analytic", async_scheduling=False)
+    assert async_run.summary["mean_tpot_ms"] < sync_run.summary["mean_tpot_ms"]
+
+
+@pytest.mark.parametrize("backend", ["sglang", "trtllm"])
+def test_async_scheduling_is_a_vllm_key(backend):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"agg\.async_scheduling is vLLM's switch"):
+        DeploymentPlan(
+            model="meta-llama/Llama-3.1-8B",
+            system="h200_sxm",
+            backend=backend,
+            agg=EngineSpec(async_scheduling=True),
+        )

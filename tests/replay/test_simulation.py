@@ -209,3 +209,44 @@ def test_shapes_that_cannot_run_are_reported():
         simulate(plan, burst(1, 100, 2))
     with pytest.raises(ConfigError, match="unknown model"):
         simulate(DeploymentPlan(model="llama-9", system="h100_sxm"), burst(1, 100, 2))
+
+
+def _with_frontend(workload, latency_ms, **pools):
+    deployment = DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        frontend_latency_ms=latency_ms,
+        **(pools or {"agg": EngineSpec(num_gpu_blocks=16384)}),
+    )
+    return simulate(deployment, workload, perf="polynomial", capture_requests=True)
+
+
+def test_frontend_latency_adds_to_ttft_and_e2e_but_not_to_token_gaps():
+    """One user, one request at a time: every request reaches the engine 40 ms after it was sent,
+    so each TTFT and E2E grows by exactly that, the gaps between tokens do not, and the closed
+    loop's next request leaves 40 ms later."""
+    workload = SyntheticWorkload(isl=512, osl=32, num_requests=5, concurrency=1)
+    base, slow = _with_frontend(workload, 0.0), _with_frontend(workload, 40.0)
+    for a, b in zip(base.requests, slow.requests, strict=True):
+        assert b["ttft_ms"] == pytest.approx(a["ttft_ms"] + 40.0)
+        assert b["e2e_latency_ms"] == pytest.approx(a["e2e_latency_ms"] + 40.0)
+    assert slow.summary["mean_itl_ms"] == pytest.approx(base.summary["mean_itl_ms"])
+    assert slow.summary["duration_ms"] == pytest.approx(base.summary["duration_ms"] + 5 * 40.0)
+
+
+def test_frontend_latency_reaches_the_prefill_pool_first_in_disagg():
+    workload = SyntheticWorkload(isl=512, osl=16, num_requests=1, concurrency=1)
+    pools = {
+        "mode": "disagg",
+        "prefill": EngineSpec(num_gpu_blocks=4096),
+        "decode": EngineSpec(num_gpu_blocks=4096),
+    }
+    base, slow = _with_frontend(workload, 0.0, **pools), _with_frontend(workload, 25.0, **pools)
+    assert slow.requests[0]["ttft_ms"] == pytest.approx(base.requests[0]["ttft_ms"] + 25.0)
+
+
+def test_negative_frontend_latency_is_rejected():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="frontend_latency_ms"):
+        DeploymentPlan(model="meta-llama/Llama-3.1-8B", system="h200_sxm", frontend_latency_ms=-1)
