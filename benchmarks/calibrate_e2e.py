@@ -14,6 +14,10 @@ Method, per backend, every row replayed as ``fidelity_measured.py`` replays it:
 2. Desynchronisation: the output-length spread (from ``SPREADS``) whose replays give the lowest
    median |TTFT error|; it decides whether the closed loop runs in lock-step waves or split up.
 Step 1 runs with a provisional spread, then again with the chosen one.
+3. Frontend latency: the per-request time outside the engine (client, HTTP, tokenisation), the
+   value from ``FRONTEND_MS`` whose replays (final overheads and spreads) give the lowest sum of
+   the median |TTFT error| and the median |TPOT error|. It is not a constant added to TTFT:
+   requests reach the engine later, so the closed loop's batches change too.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ FIT_MODELS = ("meta-llama/Llama-3.1-8B", "Qwen/Qwen3-32B")
 BACKENDS = ("sglang", "trtllm", "vllm")
 SPREADS = (0.0, 0.005, 0.02)
 PROVISIONAL_SPREAD = 0.005
+FRONTEND_MS = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 MAX_RUNNING = EngineSpec().max_num_seqs
 ZERO = {b: {"base_ms": 0.0, "per_sequence_ms": 0.0} for b in BACKENDS}
 
@@ -60,8 +65,14 @@ def _write(overheads: Overheads, e2e_fit: dict | None = None) -> None:
     reload_calibration()
 
 
-def _cases(rows: list[MeasuredRow], spread: dict[str, float]) -> list[ReplayCase]:
-    cases = [build_case(row, osl_spread=spread[row.backend]) for row in rows]
+def _cases(
+    rows: list[MeasuredRow], spread: dict[str, float], frontend: dict[str, float] | None = None
+) -> list[ReplayCase]:
+    frontend = frontend or dict.fromkeys(BACKENDS, 0.0)
+    cases = [
+        build_case(row, osl_spread=spread[row.backend], frontend_latency_ms=frontend[row.backend])
+        for row in rows
+    ]
     assert all(isinstance(c, ReplayCase) for c in cases)  # fitted rows are all replayable
     return cases  # type: ignore[return-value]
 
@@ -135,6 +146,23 @@ def _spreads(rows: list[MeasuredRow]) -> dict[str, float]:
     return {b: min(s)[1] for b, s in scores.items()}
 
 
+def _frontend_latency(rows: list[MeasuredRow], spread: dict[str, float]) -> dict[str, float]:
+    scores: dict[str, list[tuple[float, float]]] = {b: [] for b in BACKENDS}
+    for latency in FRONTEND_MS:
+        cases = _cases(rows, spread, dict.fromkeys(BACKENDS, latency))
+        preds = _replay(cases)
+        for backend in BACKENDS:
+            idx = [i for i, c in enumerate(cases) if c.row.backend == backend]
+            ttft = _median_abs([cases[i] for i in idx], [preds[i] for i in idx], "ttft")
+            tpot = _median_abs([cases[i] for i in idx], [preds[i] for i in idx], "tpot")
+            scores[backend].append((ttft + tpot, latency))
+            print(
+                f"  frontend {latency:5.1f} ms {backend:6s} median |error| "
+                f"TTFT {ttft:5.1f}% TPOT {tpot:5.1f}%"
+            )
+    return {b: min(s)[1] for b, s in scores.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV)
@@ -150,19 +178,24 @@ def main() -> None:
     spread = _spreads(rows)
     print("3. overheads with the chosen spread")
     final = _overheads(rows, spread)
+    _write(final)
+    print("4. frontend latency")
+    frontend = _frontend_latency(rows, spread)
     e2e_fit = {
         "models": list(FIT_MODELS),
         "rows": len(rows),
         "csv": "benchmarks/data/calibration/e2e_measured_h100.csv",
         "osl_spread": spread,
+        "frontend_latency_ms": frontend,
         "method": (
-            "benchmarks/calibrate_e2e.py: per backend, the overhead fitted to the replayed mean TPOT "
-            "and the output-length spread chosen by replayed median |TTFT error|, on the rows of "
-            "these models only; all other rows are held out"
+            "benchmarks/calibrate_e2e.py: per backend, the overhead fitted to the replayed mean TPOT, "
+            "the output-length spread chosen by replayed median |TTFT error| and the frontend "
+            "latency by replayed median |TTFT error| + median |TPOT error|, on the rows of these "
+            "models only; all other rows are held out"
         ),
     }
     _write(final, e2e_fit)
-    cases = _cases(rows, spread)
+    cases = _cases(rows, spread, frontend)
     preds = _replay(cases)
     fitted = {
         "ttft_median_abs_pct": _median_abs(cases, preds, "ttft"),
@@ -170,7 +203,13 @@ def main() -> None:
     }
     print(
         json.dumps(
-            {"benchmark": "calibrate_e2e", "overhead": final, "osl_spread": spread, "fitted_rows": fitted}
+            {
+                "benchmark": "calibrate_e2e",
+                "overhead": final,
+                "osl_spread": spread,
+                "frontend_latency_ms": frontend,
+                "fitted_rows": fitted,
+            }
         )
     )
 

@@ -10,12 +10,13 @@ rows are its own checkpoint whatever fp4 flavour the file names.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.errors import UnknownNameError
 from aisimulate.fidelity.measured import MeasuredRow
-from aisimulate.perf.calibration import e2e_osl_spread
+from aisimulate.perf.calibration import e2e_frontend_latency_ms, e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec
 from aisimulate.workload import LengthDistribution, SyntheticWorkload
 
@@ -32,6 +33,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 MIN_REQUESTS = 100
 REQUESTS_PER_USER = 10
+# vLLM schedules asynchronously by default from 0.14 on (vllm-project/vllm#27614); older releases
+# ran synchronously unless told otherwise, and the benchmark files do not record the flag.
+VLLM_ASYNC_DEFAULT_SINCE = (0, 14)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +85,17 @@ def _checkpoint(row: MeasuredRow, spec: ModelSpec) -> str | Skipped:
     return best.name
 
 
-def build_case(row: MeasuredRow, *, osl_spread: float | None = None) -> ReplayCase | Skipped:
+def _async_scheduling(row: MeasuredRow) -> bool | None:
+    """The scheduling mode of the row's vLLM release; None (the engine default) when unknown."""
+    release = re.match(r"v?(\d+)\.(\d+)", row.backend_version)
+    if row.backend != "vllm" or release is None:
+        return None
+    return (int(release[1]), int(release[2])) >= VLLM_ASYNC_DEFAULT_SINCE
+
+
+def build_case(
+    row: MeasuredRow, *, osl_spread: float | None = None, frontend_latency_ms: float | None = None
+) -> ReplayCase | Skipped:
     """The replay of one measured row, or the reason it is skipped (never silently dropped).
 
     A closed loop of equal-length requests stays in lock-step waves forever in a deterministic
@@ -90,7 +104,9 @@ def build_case(row: MeasuredRow, *, osl_spread: float | None = None) -> ReplayCa
     prefills next to running decodes instead; whether it does depends on the scheduler (one
     that prefills every waiting prompt at once merges them again). ``osl_spread`` spreads the
     output lengths by that fraction (same mean) to reproduce the split; by default it is the
-    backend's value fitted by ``benchmarks/calibrate_e2e.py``.
+    backend's value fitted by ``benchmarks/calibrate_e2e.py``, as is ``frontend_latency_ms``, the
+    time a measured request spends outside the engine (client, HTTP, tokenisation). A vLLM row
+    schedules the way its release did by default.
     """
     if row.measured_ttft_ms is None or row.measured_tpot_ms is None:
         return Skipped(row=row, reason="no measured TTFT or TPOT")
@@ -120,8 +136,17 @@ def build_case(row: MeasuredRow, *, osl_spread: float | None = None) -> ReplayCa
         moe_ep=row.moe_ep if spec.is_moe else None,
         # The benchmark's sequences are all it must hold: a server that ran it had room for them.
         max_model_len=row.isl + row.osl + 3 * spread,
+        async_scheduling=_async_scheduling(row),
     )
-    plan = DeploymentPlan(model=checkpoint, system=row.system, backend=row.backend, agg=engine)  # type: ignore[arg-type]
+    if frontend_latency_ms is None:
+        frontend_latency_ms = e2e_frontend_latency_ms(row.backend)
+    plan = DeploymentPlan(
+        model=checkpoint,
+        system=row.system,
+        backend=row.backend,  # type: ignore[arg-type]
+        agg=engine,
+        frontend_latency_ms=frontend_latency_ms,
+    )
     workload = SyntheticWorkload(
         isl=row.isl,
         osl=osl,

@@ -28,6 +28,7 @@ class MeasuredRow:
     line: int
     system: str
     backend: str
+    backend_version: str  # as written; blank when the file does not say
     model: str
     precision: str
     gemm_quant: str
@@ -61,6 +62,11 @@ def _int(raw: str, *, field: str, where: str, default: int | None = None, zero_i
     if value < 1:
         raise ConfigError(f"`{field} >= 1` must hold, but got {field}={value}", where=where)
     return value
+
+
+def _version(raw: str) -> str:
+    text = raw.strip()
+    return "" if text.lower() in ("", "nan", "none", "unknown") else text
 
 
 def _latency(raw: str, *, field: str, where: str) -> float | None:
@@ -113,6 +119,7 @@ def read_measured(path: str | Path) -> list[MeasuredRow]:
                 line=line,
                 system=cell["system"].strip(),
                 backend=cell["backend"].strip().lower(),
+                backend_version=_version(cell.get("backend_version", "")),
                 model=cell["model"].strip(),
                 precision=cell.get("precision", "").strip().lower(),
                 gemm_quant=cell.get("gemm_quant", "").strip().lower(),

@@ -113,6 +113,12 @@ def e2e_osl_spread(backend: str) -> float:
     return float(_data().get("e2e_fit", {}).get("osl_spread", {}).get(backend, 0.0))
 
 
+def e2e_frontend_latency_ms(backend: str) -> float:
+    """Per-request latency outside the engine (client, HTTP, tokenisation) that the measured
+    TTFTs of ``backend`` carry on top of the replayed engine; see ``aisimulate.fidelity``."""
+    return float(_data().get("e2e_fit", {}).get("frontend_latency_ms", {}).get(backend, 0.0))
+
+
 def default_calibration() -> Calibration:
     """Unfitted defaults; the calibration script starts from these."""
     return Calibration(

@@ -79,3 +79,32 @@ def test_a_spread_desynchronises_the_loop_around_the_same_mean_length(rows):
     assert (osl.mean, osl.std, osl.min, osl.max) == (1000, 20, 940, 1060)
     assert build_case(row, osl_spread=0.02).plan.agg.max_model_len == 1024 + 1060
     assert build_case(row, osl_spread=0.0).workload.osl == 1000
+
+
+@pytest.mark.parametrize(
+    ("backend", "version", "expected"),
+    [
+        ("vllm", "0.12.0", False),  # synchronous by default then
+        ("vllm", "0.11.2", False),
+        ("vllm", "0.18.0", True),
+        ("vllm", "v0.14.1", True),
+        ("vllm", "", None),  # not recorded: the engine default
+        ("trtllm", "1.0.0", None),  # vLLM's switch only
+    ],
+)
+def test_a_vllm_row_schedules_as_its_release_did_by_default(rows, backend, version, expected):
+    row = replace(rows["llama8b_nvidia_fp8_c4"], backend=backend, backend_version=version)
+    assert build_case(row).plan.agg.async_scheduling is expected
+
+
+def test_an_unrecorded_version_reads_as_blank(rows):
+    assert rows["llama8b_nvidia_fp8_c4"].backend_version == "0.10"
+    assert all(r.backend_version != "nan" for r in rows.values())
+
+
+def test_the_calibrated_frontend_latency_is_replayed_unless_overridden(rows):
+    from aisimulate.perf.calibration import e2e_frontend_latency_ms
+
+    row = rows["llama8b_nvidia_fp8_c4"]
+    assert build_case(row).plan.frontend_latency_ms == e2e_frontend_latency_ms("vllm") > 0
+    assert build_case(row, frontend_latency_ms=0.0).plan.frontend_latency_ms == 0.0
