@@ -35,6 +35,8 @@ from aisimulate.workload import SyntheticWorkload, TraceWorkload
 METRICS = ("output_throughput_tok_s", "mean_ttft_ms", "mean_itl_ms", "mean_e2e_latency_ms", "duration_ms")
 KV_METRICS = ("prefix_cache_reused_ratio", "mean_ttft_ms")
 ENGINE = {"num_gpu_blocks": 16384, "block_size": 64, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
+# The reference's vLLM engine schedules synchronously: ours must too, to compare like with like.
+OURS = {**ENGINE, "async_scheduling": False}
 REPEATS = 3
 
 DYNAMO_SCRIPT = textwrap.dedent(
@@ -121,7 +123,7 @@ def main() -> int:
                 plan = DeploymentPlan(
                     model="meta-llama/Llama-3.1-8B",
                     system="h200_sxm",
-                    agg=EngineSpec(replicas=workers, **ENGINE),
+                    agg=EngineSpec(replicas=workers, **OURS),
                 )
             else:
                 workers = 0
@@ -130,8 +132,8 @@ def main() -> int:
                     model="meta-llama/Llama-3.1-8B",
                     system="h200_sxm",
                     mode="disagg",
-                    prefill=EngineSpec(replicas=p, **ENGINE),
-                    decode=EngineSpec(replicas=d, **ENGINE),
+                    prefill=EngineSpec(replicas=p, **OURS),
+                    decode=EngineSpec(replicas=d, **OURS),
                     kv_transfer_bandwidth_gbps=0,  # free, as the reference's default
                 )
             workload = SyntheticWorkload(isl=1024, osl=1024, num_requests=10 * conc, concurrency=conc)
@@ -179,7 +181,7 @@ def kv_router_rung(dynamo_python: str | None) -> dict:
     plan = DeploymentPlan(
         model="meta-llama/Llama-3.1-8B",
         system="h200_sxm",
-        agg=EngineSpec(replicas=4, **ENGINE),
+        agg=EngineSpec(replicas=4, **OURS),
         router={"mode": "kv_router"},
     )
     workload = SyntheticWorkload(
@@ -206,7 +208,7 @@ def kv_router_rung(dynamo_python: str | None) -> dict:
 
 def trace_rung(path: str, dynamo_python: str | None) -> dict:
     plan = DeploymentPlan(
-        model="meta-llama/Llama-3.1-8B", system="h200_sxm", agg=EngineSpec(replicas=8, **ENGINE)
+        model="meta-llama/Llama-3.1-8B", system="h200_sxm", agg=EngineSpec(replicas=8, **OURS)
     )
     workload = TraceWorkload(trace_path=Path(path), trace_block_size=512)
     tracemalloc.start()

@@ -126,6 +126,11 @@ class Rank(DecodeStretches, DecodeDestination):
         # latest pass, None before the first.
         self.last_pass: tuple[int, int, int, int, float] | None = None
         self._stretch_start_ms = 0.0
+        # vLLM's async scheduling chooses pass n+1 when pass n starts: a request that arrives
+        # while pass n runs can join pass n+2 at the earliest (set by the pool builder).
+        self.async_admission = False
+        self._last_start_ms = self._last_end_ms = -1.0
+        self._admit_until_ms = 0.0  # waiting requests enqueued later wait for the next pass
 
     # ---- host offload --------------------------------------------------------------------
     def _stored(self, keys: list[int]) -> None:
@@ -191,8 +196,9 @@ class Rank(DecodeStretches, DecodeDestination):
         return self.pool.num_active
 
     # ---- arrivals ------------------------------------------------------------------------
-    def enqueue(self, r: Request) -> bool:
+    def enqueue(self, r: Request, now_ms: float) -> bool:
         r.worker, r.rank = self.worker, self.rank
+        r.enqueued_ms = now_ms
         if not self.policy.on_enqueue(self, r):
             r.rejected = True
             return False
@@ -347,6 +353,9 @@ class Rank(DecodeStretches, DecodeDestination):
         """Schedule one pass starting at ``now_ms`` (mutating KV state); return its duration."""
         p = self.pass_idx
         self._now = now_ms
+        back_to_back = self.async_admission and self._last_end_ms == now_ms
+        self._admit_until_ms = self._last_start_ms if back_to_back else now_ms
+        self._last_start_ms = now_ms
         self._preempted_this_pass = False
         self._promote_materialized(p)
         budget = self.spec.max_num_batched_tokens
@@ -371,6 +380,8 @@ class Rank(DecodeStretches, DecodeDestination):
             r.num_computed += take
             budget -= take
         if not self._preempted_this_pass:
+            if not chunks and d == 0:
+                self._admit_until_ms = now_ms  # nothing else to run: an idle engine schedules at once
             budget = self._admit(budget, chunks)
         self._completing = [r for _, _, r in chunks if r.num_computed == r.seq_len]
 
@@ -453,6 +464,8 @@ class Rank(DecodeStretches, DecodeDestination):
         bs, spec = self.block_size, self.spec
         while self.num_running < spec.max_num_seqs and self.waiting and budget > 0:
             r = self.waiting[0]
+            if r.enqueued_ms > self._admit_until_ms:
+                break  # arrived after this pass was chosen
             if self._park_for_onboarding(r):
                 continue
             seq_len = r.seq_len
@@ -493,6 +506,7 @@ class Rank(DecodeStretches, DecodeDestination):
         p = self.pass_idx
         self.pass_idx += 1
         self.pass_end_ms.append(end_ms)
+        self._last_end_ms = end_ms
         finished: list[Request] = []
         collector = self.collector
         if self.exact:

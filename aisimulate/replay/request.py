@@ -50,6 +50,7 @@ class Request:
     prefill_worker: int = -1  # disaggregated: where the prompt was computed
     kv_transfer_ms: float | None = None
     router_queue_ms: float = 0.0  # time held by the router's admission queue
+    enqueued_ms: float = 0.0  # when it reached its rank's waiting queue
     parked_ms: float | None = None  # when it was parked to onboard lower-tier KV
     onboarded: bool = False
 

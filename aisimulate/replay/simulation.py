@@ -249,17 +249,18 @@ class Simulation:
         pool = self.entry
         rank = pool.ranks[pool.router.route(r, pool.ranks)]
         was_idle_queue = not rank.waiting
-        if not rank.enqueue(r):
+        if not rank.enqueue(r, now):
             pool.router.release(r)
             self.collector.reject(r)
             self._complete(r, now)
         elif was_idle_queue:
-            self._wake(rank, now)
+            self._wake(rank, now, queued=True)
 
-    def _wake(self, rank: Rank, now: float) -> None:
-        """New work for a rank: cut its worker's stretch so that a later pass can take it."""
+    def _wake(self, rank: Rank, now: float, *, queued: bool = False) -> None:
+        """New work for a rank: cut its worker's stretch so that a later pass can take it
+        (``queued``: a waiting request, which asynchronous scheduling admits a pass later)."""
         worker = self.worker_of[id(rank)]
-        moved = worker.cut(now)
+        moved = worker.cut(now, lag=queued and rank.async_admission)
         if moved is not None:
             self._push(moved, _PASS_END, (worker, worker.version))
 

@@ -113,6 +113,7 @@ class DecodeStretches:
             self.collector.gaps(np.diff(ends), d)
             self.pass_end_ms.extend(ends[1:].tolist())
         last_start = float(ends[-2]) if k > 1 else self._stretch_start_ms
+        self._last_start_ms, self._last_end_ms = last_start, float(ends[-1])
         self.last_pass = (0, 0, d, self.dec_ctx + d * k, float(ends[-1]) - last_start)
         self.dec_ctx += d * k
         self.pass_idx += k

@@ -33,6 +33,7 @@ class ResolvedEngine:
     perf: PerfModel
     num_gpu_blocks: int
     kv_bytes_per_token_per_gpu: float
+    async_scheduling: bool = False
 
 
 def resolve_engine(
@@ -86,6 +87,7 @@ def resolve_engine(
         perf=provider,
         num_gpu_blocks=blocks,
         kv_bytes_per_token_per_gpu=memory.kv_bytes_per_token_per_gpu,
+        async_scheduling=plan.async_scheduling(spec),
     )
 
 
@@ -121,13 +123,14 @@ class Worker:
         durations = [rank.begin_pass(now_ms) for rank in self._stepping]
         return now_ms + max(durations, default=0.0)
 
-    def cut(self, now_ms: float) -> float | None:
+    def cut(self, now_ms: float, *, lag: bool = False) -> float | None:
         """A request arrived at ``now_ms``: keep only the stretch's passes that started before
-        it. Returns the new end time, or None if nothing changed."""
+        it (``lag``: and the one an asynchronous scheduler had already chosen after those).
+        Returns the new end time, or None if nothing changed."""
         ends = self._stretch
         if ends is None or len(ends) == 1:
             return None
-        keep = 1 + int(np.searchsorted(ends[:-1], now_ms, side="left"))
+        keep = 1 + lag + int(np.searchsorted(ends[:-1], now_ms, side="left"))
         if keep >= len(ends):
             return None
         self._stretch = ends[:keep]
@@ -193,6 +196,7 @@ class Pool:
         self.created += 1
         for rank in ranks:
             rank.stretch_keeps_cache = self.router_spec.mode == "kv_router"
+            rank.async_admission = engine.async_scheduling
             if spec.num_g2_blocks is not None:
                 rank.tiers = host_tiers(spec, engine, self.unit)
                 self.collector.tiers_enabled = True

@@ -250,3 +250,41 @@ def test_negative_frontend_latency_is_rejected():
 
     with pytest.raises(ValidationError, match="frontend_latency_ms"):
         DeploymentPlan(model="meta-llama/Llama-3.1-8B", system="h200_sxm", frontend_latency_ms=-1)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_async_scheduling_admits_a_mid_pass_arrival_one_pass_later(exact):
+    """vLLM's async scheduler chooses pass n+1 when pass n starts, so a request that arrives
+    while pass n runs joins pass n+2: one decode pass later than a synchronous scheduler."""
+    workload = SyntheticWorkload(isl=512, osl=200, num_requests=2, arrival_interval_ms=100.3)
+
+    def second(async_scheduling):
+        plan = DeploymentPlan(
+            model="meta-llama/Llama-3.1-8B",
+            system="h200_sxm",
+            agg=EngineSpec(num_gpu_blocks=4096, async_scheduling=async_scheduling),
+        )
+        rep = simulate(plan, workload, perf="polynomial", exact=exact, capture_requests=True)
+        return rep.requests[1], rep.requests[0]["itl_ms"]
+
+    lagged, step_ms = second(True)
+    prompt, _ = second(False)
+    assert lagged["first_admit_ms"] - prompt["first_admit_ms"] == pytest.approx(step_ms, rel=0.05)
+    assert lagged["ttft_ms"] > prompt["ttft_ms"]
+
+
+def test_an_idle_async_engine_admits_at_once():
+    workload = SyntheticWorkload(isl=512, osl=8, num_requests=3, concurrency=1)
+    runs = [
+        simulate(
+            DeploymentPlan(
+                model="meta-llama/Llama-3.1-8B",
+                system="h200_sxm",
+                agg=EngineSpec(num_gpu_blocks=4096, async_scheduling=flag),
+            ),
+            workload,
+            perf="polynomial",
+        ).summary
+        for flag in (True, False)
+    ]
+    assert runs[0]["mean_ttft_ms"] == pytest.approx(runs[1]["mean_ttft_ms"])
