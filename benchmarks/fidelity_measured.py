@@ -27,6 +27,7 @@ from aisimulate.cli_args import CliParser
 from aisimulate.errors import ConfigError
 from aisimulate.fidelity import (
     Prediction,
+    ReplayCase,
     Skipped,
     build_case,
     error_stats,
@@ -44,6 +45,8 @@ OUT_COLUMNS = (
     "model",
     "checkpoint",
     "backend",
+    "async_scheduling",
+    "frontend_latency_ms",
     "predicted_ttft_ms",
     "measured_ttft_ms",
     "ttft_error_pct",
@@ -59,9 +62,13 @@ OUT_COLUMNS = (
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Outcome:
     row: MeasuredRow
-    checkpoint: str
+    case: ReplayCase
     prediction: Prediction
     fitted: bool
+
+    @property
+    def checkpoint(self) -> str:
+        return self.case.model
 
     def error(self, metric: str, *, steady: bool = False) -> float:
         measured = self.row.measured_ms(metric)
@@ -121,6 +128,8 @@ def _write_out(path: Path, results: list[Outcome | Skipped]) -> None:
                     **base,
                     "status": "ok",
                     "checkpoint": r.checkpoint,
+                    "async_scheduling": r.case.plan.async_scheduling(r.case.plan.pools()[0][1]),
+                    "frontend_latency_ms": r.case.plan.frontend_latency_ms,
                     "predicted_ttft_ms": round(p.ttft_ms, 3),
                     "predicted_tpot_ms": round(p.tpot_ms, 4),
                     "ttft_error_pct": round(r.error("ttft"), 2),
@@ -153,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         assert not isinstance(case, Skipped)
         fitted = get_model(row.model).source in fitted_models
-        outcome = Outcome(row=row, checkpoint=case.model, prediction=result, fitted=fitted)
+        outcome = Outcome(row=row, case=case, prediction=result, fitted=fitted)
         results.append(outcome)
         if not args.quiet:
             p = result

@@ -40,6 +40,9 @@ def test_every_input_row_comes_out_ok_or_skipped_with_its_reason(bench, tmp_path
         predicted, measured = float(r["predicted_tpot_ms"]), float(r["measured_tpot_ms"])
         assert float(r["tpot_error_pct"]) == pytest.approx(100 * (predicted - measured) / measured, abs=0.05)
     assert rows[2]["checkpoint"] == "nvidia/Qwen3-32B-FP8"
+    # What each replay ran with: the rows' release decides vLLM's scheduling (0.10: synchronous).
+    assert [r["async_scheduling"] for r in rows[:4]] == ["False", "False", "False", "False"]
+    assert all(float(r["frontend_latency_ms"]) >= 0 for r in rows[:4])
     text = capsys.readouterr().out
     assert "line 6 unknown_model: unknown model" in text
     summary = json.loads(text.strip().splitlines()[-1])
