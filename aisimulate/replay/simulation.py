@@ -290,7 +290,9 @@ class Simulation:
             self.collector.reject(r)
             self._complete(r, now)
             return
-        queue = self.pending.setdefault(id(rank), deque())
+        queue = self.pending.get(id(rank))
+        if queue is None:
+            queue = self.pending[id(rank)] = deque()
         queue.append((r, prefilled, source))
         if len(queue) == 1:
             self._reserve(rank, now)

@@ -45,7 +45,8 @@ class DecodeStretches:
             return None
         # Arrived KV joins at the start of the pass either way; promoting it here lets the run
         # of decode-only passes start with it.
-        self._promote_materialized(self.pass_idx)
+        if self.materialized:
+            self._promote_materialized(self.pass_idx)
         if self.prefilling or not self.decoders or self._head_could_start():
             return None
         heap = self._finish_heap
