@@ -214,9 +214,11 @@ class KvRouter:
             return
         key = routed[0]
         active = self._blocks[key]
-        active.subtract(r.prompt_keys)
-        for name in set(r.prompt_keys):
-            if active[name] <= 0:
+        for name in r.prompt_keys:  # each holds at least its own occurrences: never below 0
+            left = active[name] - 1
+            if left:
+                active[name] = left
+            else:
                 del active[name]
         self._anon[key] -= _unnamed_blocks(r, self._units[key])
         self._requests[key] -= 1
