@@ -115,13 +115,26 @@ class PolynomialPerfModel:
         return total / self.speedup_ratio if self.speedup_ratio > 0 else total
 
     def _decode_only(self, d: np.ndarray, batches: BatchArrays) -> np.ndarray:
+        # In place and through the ufuncs themselves: decode stretches call this with a few
+        # passes each, where per-call overhead, not arithmetic, is the cost. Same operations in
+        # the same order as (Q * u + L) * u + C.
         capacity = batches.kv_capacity_tokens
         active = np.asarray(batches.active_kv_tokens, dtype=np.float64)
-        u = np.minimum(active / capacity, 1.0) if capacity > 0 else np.ones_like(active)
-        total = np.maximum(DECODE_FLOOR_MS, (DECODE_QUADRATIC * u + DECODE_LINEAR) * u + DECODE_CONSTANT)
-        if d.min(initial=1) <= 0:
+        if capacity > 0:
+            u = active / capacity
+            np.minimum(u, 1.0, out=u)
+        else:
+            u = np.ones_like(active)
+        total = u * DECODE_QUADRATIC
+        total += DECODE_LINEAR
+        total *= u
+        total += DECODE_CONSTANT
+        np.maximum(total, DECODE_FLOOR_MS, out=total)
+        if np.minimum.reduce(d, initial=1) <= 0:
             total = np.where(d > 0, total, 0.0)
-        return total / self.speedup_ratio if self.speedup_ratio > 0 else total
+        if self.speedup_ratio > 0:
+            total /= self.speedup_ratio
+        return total
 
     def describe(self) -> dict[str, object]:
         return {"provider": self.name, "speedup_ratio": self.speedup_ratio}

@@ -41,8 +41,11 @@ from aisimulate.replay.stretch import DecodeStretches
 def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, int, float]:
     """(new tokens, requests, cached context, causal attention pairs) of a pass's prefill chunks,
     each given as (tokens taken, tokens computed before, request)."""
-    tokens = sum(take for take, _, _ in chunks)
-    context = sum(done for _, done, _ in chunks)
+    tokens = context = 0
+    for take, done, _ in chunks:
+        tokens += take
+        context += done
+    # sum() itself: it rounds floats its own way (compensated from Python 3.12 on).
     pairs = sum(take * (done + (take + 1) / 2) for take, done, _ in chunks)
     return tokens, len(chunks), context, float(pairs)
 
@@ -357,15 +360,18 @@ class Rank(DecodeStretches, DecodeDestination):
         self._admit_until_ms = self._last_start_ms if back_to_back else now_ms
         self._last_start_ms = now_ms
         self._preempted_this_pass = False
-        self._promote_materialized(p)
+        if self.materialized:
+            self._promote_materialized(p)
         budget = self.spec.max_num_batched_tokens
         if self.exact:
             budget, d, d_ctx = self._decode_exact(p, budget)
         else:
             budget, d, d_ctx = self._decode_fast(p, budget)
 
+        # Most passes of a busy rank only decode: each step below is skipped when it has
+        # nothing to do (the event loop runs one pass per rank per event).
         chunks: list[tuple[int, int, Request]] = []
-        for r in list(self.prefilling):
+        for r in list(self.prefilling) if self.prefilling else ():
             if r not in self.prefilling:
                 continue  # preempted while an earlier request grew
             take = min(r.seq_len - r.num_computed, budget)
@@ -379,20 +385,22 @@ class Rank(DecodeStretches, DecodeDestination):
             chunks.append((take, r.num_computed, r))
             r.num_computed += take
             budget -= take
-        if not self._preempted_this_pass:
+        if self.waiting and not self._preempted_this_pass:
             if not chunks and d == 0:
                 self._admit_until_ms = now_ms  # nothing else to run: an idle engine schedules at once
             budget = self._admit(budget, chunks)
-        self._completing = [r for _, _, r in chunks if r.num_computed == r.seq_len]
+        if chunks:
+            self._completing = [r for _, _, r in chunks if r.num_computed == r.seq_len]
 
         active = self.pool.num_active
         if active > self.max_active_blocks:
             self.max_active_blocks = active
-        if not chunks and d == 0:
-            return 0.0
-        # The decode batch is the requests decoding at the start of the pass (a request whose
-        # prompt completes emits its first token without a decode step of its own), and its KV
-        # load is their summed context, as the reference replay feeds its timing model.
+        if not chunks:
+            # The decode batch is the requests decoding at the start of the pass (a request
+            # whose prompt completes emits its first token without a decode step of its own),
+            # and its KV load is their summed context, as the reference replay feeds its
+            # timing model.
+            return self._price(0, 0, 0, 0.0, d, d_ctx, d_ctx) if d else 0.0
         return self._price(*chunk_totals(chunks), d, d_ctx, d_ctx)
 
     def _price(
@@ -535,9 +543,11 @@ class Rank(DecodeStretches, DecodeDestination):
             if d:
                 self._decoder_gaps(end_ms, d)
                 self.dec_ctx += d
-            self._finish_decoders(p, finished)
-        self._finish_prefills(p, end_ms, finished)
-        return self._retire(finished, end_ms)
+            if p in self.finish_at:
+                self._finish_decoders(p, finished)
+        if self._completing:
+            self._finish_prefills(p, end_ms, finished)
+        return self._retire(finished, end_ms) if finished else finished
 
     def _decoder_gaps(self, end_ms: float, d: int) -> None:
         """Token gaps of the d decoders emitting at ``end_ms`` (the pass index already moved on)."""

@@ -127,25 +127,27 @@ class BlockPool:
 
     # ---- allocation ----------------------------------------------------------------------
     def _make_room(self, n: int) -> None:
-        shortfall = n - self.num_free
-        if shortfall > 0:
-            self.evict(shortfall)
+        # num_free spelled out: this runs on nearly every decode pass.
+        free = self.num_blocks - self.unit * len(self.active) - self.num_anon_active - self.num_inactive
+        if n > free:
+            self.evict(n - free)
 
     def evict(self, n: int) -> None:
         """Free at least ``n`` blocks from the LRU front: whole units; runs lose their tail."""
         removed: list[int] = []
         inactive = self.inactive
-        while n > 0:
+        freed = 0
+        while freed < n:
             key, size = inactive.popitem(last=False)
-            if size > n and not isinstance(key, int):
-                inactive[key] = size - n
-                inactive.move_to_end(key, last=False)
-                size = n
-            elif isinstance(key, int):
+            if isinstance(key, int):
                 removed.append(key)
-            self.num_inactive -= size
-            self.num_evicted += size
-            n -= size
+            elif size > n - freed:
+                inactive[key] = size - (n - freed)
+                inactive.move_to_end(key, last=False)
+                size = n - freed
+            freed += size
+        self.num_inactive -= freed
+        self.num_evicted += freed
         if removed and self._on_removed is not None:
             self._on_removed(removed)
 

@@ -53,6 +53,14 @@ class KvRouter:
         self._requests: dict[int, int] = {}
         self._units: dict[int, int] = {}
         self._routed: dict[int, tuple[int, int]] = {}  # request id -> (rank id, cached tokens)
+        self._any_threshold = any(
+            x is not None
+            for x in (
+                spec.active_decode_blocks_threshold,
+                spec.active_prefill_tokens_threshold,
+                spec.active_prefill_tokens_threshold_frac,
+            )
+        )
 
     def attach(self, ranks: Sequence[Rank]) -> None:
         """Subscribe to the ranks' KV events, host and disk tiers included (only a lagged view
@@ -71,6 +79,12 @@ class KvRouter:
             return self.index.match(id(rank), r.prompt_keys)
         return rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0]
 
+    def _overlaps(self, r: Request, ranks: Sequence[Rank]) -> list[int]:
+        """Each rank's device overlap, read once per routing decision (costs and dispatch)."""
+        if self.decode_pool:  # it credits no overlap and assumes no reuse: it never reads caches
+            return [0] * len(ranks)
+        return [self._device_overlap(r, rank) for rank in ranks]
+
     def _tier_overlap(self, r: Request, rank: Rank, device: int) -> tuple[int, int]:
         """(host, disk) units the router believes continue the device prefix on ``rank``."""
         assert rank.tiers is not None
@@ -81,42 +95,57 @@ class KvRouter:
 
     def _prefill_tokens(self, rank: Rank) -> int:
         """Prompt tokens routed to the rank that have not produced a first token yet."""
+        routed = self._routed
         total = 0
-        for r in (*rank.waiting, *rank.prefilling):
-            routed = self._routed.get(r.rid)
-            if routed is not None:
-                total += r.prompt_len - routed[1]
+        for queue in (rank.waiting, rank.prefilling):
+            for r in queue:
+                entry = routed.get(r.spec.request_id)
+                if entry is not None:
+                    total += r.prompt_len - entry[1]
         return total
 
-    def costs(self, r: Request, ranks: Sequence[Rank]) -> list[float]:
+    def costs(self, r: Request, ranks: Sequence[Rank], overlaps: Sequence[int] | None = None) -> list[float]:
+        """Each rank's cost for r; ``overlaps``: the ranks' ``_device_overlap`` when the caller
+        has them already."""
+        if overlaps is None:
+            overlaps = self._overlaps(r, ranks)
         spec, bs = self.spec, r.block_size
         isl = r.prompt_len
         blocks = -(-isl // bs)
         track_prefill = spec.router_track_prefill_tokens and not self.decode_pool
         credit = 0.0 if self.decode_pool else spec.overlap_score_credit
+        reuse = spec.router_assume_kv_reuse and not self.decode_pool
+        # Read once: the loop runs for every rank on every arrival.
+        decay_rate = spec.overlap_score_credit_decay if track_prefill else 0.0
+        track_active, load_scale = spec.router_track_active_blocks, spec.prefill_load_scale
+        request_weight = spec.decode_active_request_weight
+        active_units, anon, requests = self._blocks, self._anon, self._requests
         prefill = [self._prefill_tokens(rank) for rank in ranks] if track_prefill else [0] * len(ranks)
         least = min(prefill)
+        keys = r.prompt_keys
         out = []
-        for rank, pending in zip(ranks, prefill, strict=True):
-            unit = rank.unit
-            device = self._device_overlap(r, rank) if credit else 0
+        for rank, pending, overlap in zip(ranks, prefill, overlaps, strict=True):
+            unit, key = rank.unit, id(rank)
+            device = overlap if credit else 0
             lower = 0.0
             if credit and rank.tiers is not None:  # host/disk hits beyond the device prefix
                 g2, g3 = self._tier_overlap(r, rank, device)
                 lower = (spec.host_cache_hit_weight * g2 + spec.disk_cache_hit_weight * g3) * unit
             decay = 1.0
-            if spec.overlap_score_credit_decay and track_prefill:
-                decay = 1.0 / (1.0 + spec.overlap_score_credit_decay * ((pending - least) / bs) / blocks)
+            if decay_rate:
+                decay = 1.0 / (1.0 + decay_rate * ((pending - least) / bs) / blocks)
             cost = 0.0
             if track_prefill:
                 credited = credit * decay * device * unit + lower
-                cost = spec.prefill_load_scale * max(0.0, (pending + isl) / bs - credited)
-            if spec.router_track_active_blocks:
-                active = self._blocks.get(id(rank), Counter())
-                reuse = spec.router_assume_kv_reuse and not self.decode_pool
-                held = sum(unit for key in r.prompt_keys if key in active) if reuse else 0
-                cost += len(active) * unit + self._anon.get(id(rank), 0) + blocks - held
-            cost += spec.decode_active_request_weight * self._requests.get(id(rank), 0)
+                cost = load_scale * max(0.0, (pending + isl) / bs - credited)
+            if track_active:
+                active = active_units.get(key)
+                if active:
+                    held = unit * sum(map(active.__contains__, keys)) if reuse else 0
+                    cost += len(active) * unit + anon.get(key, 0) + blocks - held
+                else:
+                    cost += anon.get(key, 0) + blocks
+            cost += request_weight * requests.get(key, 0)
             out.append(cost)
         return out
 
@@ -143,24 +172,15 @@ class KvRouter:
     # ---- decision ----------------------------------------------------------------------------
     def route(self, r: Request, ranks: Sequence[Rank]) -> int:
         candidates = list(range(len(ranks)))
-        if self._any_threshold():
+        chosen = ranks
+        if self._any_threshold:
             idle = [i for i in candidates if not self._busy(ranks[i], self._prefill_tokens(ranks[i]))]
             candidates = idle or candidates  # all busy: route among all (no admission queue)
-        costs = self.costs(r, [ranks[i] for i in candidates])
-        choice = candidates[self._select(costs)]
-        self._on_dispatch(r, ranks[choice])
-        return choice
-
-    def _any_threshold(self) -> bool:
-        spec = self.spec
-        return any(
-            x is not None
-            for x in (
-                spec.active_decode_blocks_threshold,
-                spec.active_prefill_tokens_threshold,
-                spec.active_prefill_tokens_threshold_frac,
-            )
-        )
+            chosen = [ranks[i] for i in candidates]
+        overlaps = self._overlaps(r, chosen)
+        pick = self._select(self.costs(r, chosen, overlaps))
+        self._on_dispatch(r, chosen[pick], overlaps[pick])
+        return candidates[pick]
 
     def _select(self, costs: list[float]) -> int:
         low, high = min(costs), max(costs)
@@ -173,11 +193,16 @@ class KvRouter:
         return int(self.rng.choice(len(costs), p=[w / total for w in weights]))
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def _on_dispatch(self, r: Request, rank: Rank) -> None:
+    def _on_dispatch(self, r: Request, rank: Rank, overlap: int | None = None) -> None:
         key = id(rank)
-        cached = 0 if self.decode_pool else self._device_overlap(r, rank) * rank.unit
+        if overlap is None:
+            overlap = self._overlaps(r, [rank])[0]
+        cached = overlap * rank.unit
         self._routed[r.rid] = (key, min(cached, r.prompt_len))
-        self._blocks.setdefault(key, Counter()).update(r.prompt_keys)
+        active = self._blocks.get(key)
+        if active is None:
+            active = self._blocks[key] = Counter()
+        active.update(r.prompt_keys)
         self._units[key] = rank.unit
         self._anon[key] = self._anon.get(key, 0) + _unnamed_blocks(r, rank.unit)
         self._requests[key] = self._requests.get(key, 0) + 1
@@ -189,9 +214,11 @@ class KvRouter:
             return
         key = routed[0]
         active = self._blocks[key]
-        active.subtract(r.prompt_keys)
-        for name in set(r.prompt_keys):
-            if active[name] <= 0:
+        for name in r.prompt_keys:  # each holds at least its own occurrences: never below 0
+            left = active[name] - 1
+            if left:
+                active[name] = left
+            else:
                 del active[name]
         self._anon[key] -= _unnamed_blocks(r, self._units[key])
         self._requests[key] -= 1

@@ -56,16 +56,27 @@ class Request:
 
     @classmethod
     def from_spec(
-        cls, spec: RequestSpec, arrival_ms: float, block_size: int, *, max_model_len: int | None
+        cls,
+        spec: RequestSpec,
+        arrival_ms: float,
+        block_size: int,
+        *,
+        max_model_len: int | None,
+        prompt_keys: list[int] | None = None,
     ) -> Request:
+        """``prompt_keys``: the prompt's unit names when a copy of the request at the same block
+        size already has them (a prefilled prompt's decode copy); never mutated."""
         max_output = spec.output_tokens
         if max_model_len is not None:
             max_output = max(min(max_output, max_model_len - spec.input_tokens), 1)
-        shareable = spec.input_tokens
-        if spec.num_shareable_hash_ids is not None:
-            shareable = min(shareable, spec.num_shareable_hash_ids * spec.hash_block_tokens)
-        keys = unit_keys(spec.hash_ids, spec.hash_block_tokens, block_size, shareable) if shareable else []
-        return cls(spec, arrival_ms, spec.input_tokens, max_output, block_size, keys)
+        if prompt_keys is None:
+            shareable = spec.input_tokens
+            if spec.num_shareable_hash_ids is not None:
+                shareable = min(shareable, spec.num_shareable_hash_ids * spec.hash_block_tokens)
+            prompt_keys = (
+                unit_keys(spec.hash_ids, spec.hash_block_tokens, block_size, shareable) if shareable else []
+            )
+        return cls(spec, arrival_ms, spec.input_tokens, max_output, block_size, prompt_keys)
 
     @property
     def rid(self) -> int:

@@ -281,7 +281,13 @@ class Simulation:
         pool = self.decode_pool
         assert pool is not None
         max_len = pool.engine.spec.max_model_len
-        r = Request.from_spec(prefilled.spec, prefilled.arrival_ms, self.block_size, max_model_len=max_len)
+        r = Request.from_spec(
+            prefilled.spec,
+            prefilled.arrival_ms,
+            self.block_size,
+            max_model_len=max_len,
+            prompt_keys=prefilled.prompt_keys,
+        )
         r.first_admit_ms = prefilled.first_admit_ms
         r.first_reused_tokens = prefilled.first_reused_tokens
         r.max_reused_tokens = prefilled.max_reused_tokens
@@ -293,7 +299,9 @@ class Simulation:
             self.collector.reject(r)
             self._complete(r, now)
             return
-        queue = self.pending.setdefault(id(rank), deque())
+        queue = self.pending.get(id(rank))
+        if queue is None:
+            queue = self.pending[id(rank)] = deque()
         queue.append((r, prefilled, source))
         if len(queue) == 1:
             self._reserve(rank, now)
@@ -424,19 +432,20 @@ class Simulation:
             if not self.closed and (upcoming := self._next_session()) is not None:
                 horizon = upcoming.arrival_ms
             for worker in self.workers:
-                if not worker.busy and worker.has_work() and id(worker) not in stalled:
-                    end = worker.begin(now, horizon, until)
-                    for rank in worker.ranks:  # copies the pass asked for (host offload)
-                        for link in rank.link_work(now):
-                            self._schedule_link(link, rank)
-                    if end <= now and not any(rank.num_running for rank in worker.ranks):
-                        # Nothing fits until something elsewhere frees KV (a prefill worker
-                        # holding prompts not yet sent): idle until the next event.
-                        worker.busy = False
-                        stalled.add(id(worker))
-                        continue
-                    self._push(end, _PASS_END, (worker, worker.version))
-                    started_instant |= end <= now
+                if worker.busy or not worker.has_work() or (stalled and id(worker) in stalled):
+                    continue
+                end = worker.begin(now, horizon, until)
+                for rank in worker.ranks:  # copies the pass asked for (host offload)
+                    for link in rank.link_work(now):
+                        self._schedule_link(link, rank)
+                if end <= now and not any(rank.num_running for rank in worker.ranks):
+                    # Nothing fits until something elsewhere frees KV (a prefill worker
+                    # holding prompts not yet sent): idle until the next event.
+                    worker.busy = False
+                    stalled.add(id(worker))
+                    continue
+                self._push(end, _PASS_END, (worker, worker.version))
+                started_instant |= end <= now
             if not started_instant and not (heap and heap[0][0] <= now):
                 return
 

@@ -45,7 +45,8 @@ class DecodeStretches:
             return None
         # Arrived KV joins at the start of the pass either way; promoting it here lets the run
         # of decode-only passes start with it.
-        self._promote_materialized(self.pass_idx)
+        if self.materialized:
+            self._promote_materialized(self.pass_idx)
         if self.prefilling or not self.decoders or self._head_could_start():
             return None
         heap = self._finish_heap
@@ -72,30 +73,40 @@ class DecodeStretches:
             passes = min(passes, int(np.searchsorted(np.cumsum(need), available, side="right")))
             if passes < MIN_STRETCH_PASSES:
                 return None
-        grown = d * np.arange(1, passes + 1, dtype=np.float64)
+        # The batch's context after each pass: one more token per decoder per pass (whole
+        # numbers, exact in float64 however they are summed).
+        ctx = np.arange(self.dec_ctx + d, self.dec_ctx + d * passes + 1, d, dtype=np.float64)
+        decoders = np.empty(passes)
+        decoders.fill(d)
         times = self.perf.pass_times_ms(
             BatchArrays(
-                decode_requests=np.full(passes, float(d)),
-                decode_context_tokens=self.dec_ctx + grown,
+                decode_requests=decoders,
+                decode_context_tokens=ctx,
                 tokens_per_step=self.tokens_per_step,
-                active_kv_tokens=self.dec_ctx + grown,
+                active_kv_tokens=ctx,
                 kv_capacity_tokens=self.capacity_tokens,
             )
         )
         # Sequential sums from now, exactly as pass-by-pass stepping adds them.
-        ends = np.cumsum(np.concatenate(([now_ms], times)))[1:]
+        ends = np.empty(passes + 1)
+        ends[0] = now_ms
+        ends[1:] = times
+        ends = np.add.accumulate(ends, out=ends)[1:]  # cumsum, minus its method's overhead
         self._stretch_start_ms = now_ms
         if until_ms != float("inf"):
-            ends = ends[: max(int(np.searchsorted(ends, until_ms, side="right")), 1)]
+            ends = ends[: max(int(ends.searchsorted(until_ms, side="right")), 1)]
         return ends
 
     def stretch_blocks(self, passes: int) -> int:
         """Blocks the decoders take over the next ``passes`` decode-only passes."""
         p, bs = self.pass_idx, self.block_size
         cycles, rest = divmod(passes, bs)
-        residue = self.residue
-        # Over a whole cycle of block_size passes every decoder takes exactly one block.
-        return cycles * len(self.decoders) + sum(residue[(p + i) % bs] for i in range(rest))
+        residue, start = self.residue, p % bs
+        # Over a whole cycle of block_size passes every decoder takes exactly one block; the
+        # rest take the blocks of the residue classes from the current pass on, wrapping around.
+        wrapped = start + rest - bs
+        tail = sum(residue[:wrapped]) if wrapped > 0 else 0
+        return cycles * len(self.decoders) + sum(residue[start : start + rest]) + tail
 
     def commit_stretch(self, ends: np.ndarray) -> list[Request]:
         """Apply the first ``len(ends)`` passes of the planned stretch."""
@@ -107,16 +118,17 @@ class DecodeStretches:
         active = self.pool.num_active
         if active > self.max_active_blocks:
             self.max_active_blocks = active
-        self.pass_end_ms.append(float(ends[0]))
-        self._decoder_gaps(float(ends[0]), d)
+        first, last = ends.item(0), ends.item(-1)
+        self.pass_end_ms.append(first)
+        self._decoder_gaps(first, d)
         if k > 1:
-            self.collector.gaps(np.diff(ends), d)
+            self.collector.gaps(ends[1:] - ends[:-1], d)
             self.pass_end_ms.extend(ends[1:].tolist())
-        last_start = float(ends[-2]) if k > 1 else self._stretch_start_ms
-        self._last_start_ms, self._last_end_ms = last_start, float(ends[-1])
-        self.last_pass = (0, 0, d, self.dec_ctx + d * k, float(ends[-1]) - last_start)
+        last_start = ends.item(-2) if k > 1 else self._stretch_start_ms
+        self._last_start_ms, self._last_end_ms = last_start, last
+        self.last_pass = (0, 0, d, self.dec_ctx + d * k, last - last_start)
         self.dec_ctx += d * k
         self.pass_idx += k
         finished: list[Request] = []
         self._finish_decoders(p + k - 1, finished)
-        return self._retire(finished, float(ends[-1]))
+        return self._retire(finished, last)

@@ -108,7 +108,12 @@ class Worker:
         self._stretches = stretches and len(ranks) == 1
 
     def has_work(self) -> bool:
-        return any(rank.has_work() for rank in self.ranks)
+        # A plain loop, cheaper than any() over a generator: the event loop asks every idle
+        # worker at every instant.
+        for rank in self.ranks:  # noqa: SIM110
+            if rank.has_work():
+                return True
+        return False
 
     def begin(self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")) -> float:
         """Start the next pass (or stretch) at ``now_ms``; return when it ends."""
@@ -118,7 +123,7 @@ class Worker:
             ends = self.ranks[0].plan_stretch(now_ms, horizon_ms, until_ms)
             if ends is not None:
                 self._stretch = ends
-                return float(ends[-1])
+                return ends.item(-1)
         self._stepping = [rank for rank in self.ranks if rank.has_work()]
         durations = [rank.begin_pass(now_ms) for rank in self._stepping]
         return now_ms + max(durations, default=0.0)
@@ -130,12 +135,12 @@ class Worker:
         ends = self._stretch
         if ends is None or len(ends) == 1:
             return None
-        keep = 1 + lag + int(np.searchsorted(ends[:-1], now_ms, side="left"))
+        keep = 1 + lag + min(int(ends.searchsorted(now_ms)), len(ends) - 1)
         if keep >= len(ends):
             return None
         self._stretch = ends[:keep]
         self.version += 1
-        return float(ends[keep - 1])
+        return ends.item(keep - 1)
 
     @property
     def stretch_passes(self) -> int:

@@ -103,6 +103,7 @@ class SyntheticWorkload(BaseModel):
         groups = rng.integers(0, self.num_prefix_groups, self.num_requests).tolist() if grouped else None
         ratio, delay, turns_per = self.shared_prefix_ratio, self.inter_turn_delay_ms, self.turns_per_session
         next_unique = UNIQUE_ID_BASE
+        prefixes: dict[int, list[int]] = {}  # group -> its leading hash ids, hashed once
         rid = 0
         for s in range(self.num_requests):
             turns = []
@@ -113,7 +114,9 @@ class SyntheticWorkload(BaseModel):
                 unique = range(next_unique, next_unique + blocks - shared)
                 next_unique += blocks - shared
                 if shared:
-                    ids = (*(hash((PREFIX_GROUP_TAG, groups[s], i)) for i in range(shared)), *unique)
+                    prefix = prefixes.setdefault(groups[s], [])
+                    prefix.extend(hash((PREFIX_GROUP_TAG, groups[s], i)) for i in range(len(prefix), shared))
+                    ids = (*prefix[:shared], *unique)
                 else:
                     ids = tuple(unique)
                 turns.append(
