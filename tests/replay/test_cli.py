@@ -80,6 +80,14 @@ perf: polynomial
         (GOOD.replace("agg: {tp: 1, replicas: 2}", "agg: {tp: 3}"), "num_heads % tp"),
         ("deployment: [1\n", "invalid YAML"),
         (
+            GOOD.replace("agg: {tp: 1, replicas: 2}", "backend: sglang\n  agg: {async_scheduling: true}"),
+            "agg.async_scheduling is vLLM's switch",
+        ),
+        (
+            GOOD.replace("agg: {tp: 1, replicas: 2}", "frontend_latency_ms: -3"),
+            "deployment.frontend_latency_ms: Input should be greater than or equal to 0 [{p}:4]",
+        ),
+        (
             GOOD.replace(
                 "workload: {isl: 256, osl: 16, concurrency: 4, num_requests: 8}",
                 "workload: {trace_path: missing.jsonl}",
