@@ -24,7 +24,7 @@ is cached or not), and a run's tail first.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import count
 
 # Chain seeds; integers only so that names are identical in every process.
@@ -151,20 +151,23 @@ class BlockPool:
         if removed and self._on_removed is not None:
             self._on_removed(removed)
 
+    def _reference(self, key: int) -> bool:
+        """Take a reference on a unit held or cached here (reactivating a cached one)."""
+        refs = self.active.get(key)
+        if refs is not None:
+            self.active[key] = refs + 1
+        elif self.inactive.pop(key, None) is not None:
+            self.num_inactive -= self.unit
+            self.active[key] = 1
+        else:
+            return False
+        return True
+
     def acquire(self, keys: Sequence[int]) -> None:
         """Hold named units, in prefix order: hits take a reference (reactivating cached
         units), misses take new blocks."""
-        active, inactive, unit = self.active, self.inactive, self.unit
-        new: list[int] = []
-        for key in keys:
-            refs = active.get(key)
-            if refs is not None:
-                active[key] = refs + 1
-            elif inactive.pop(key, None) is not None:
-                self.num_inactive -= unit
-                active[key] = 1
-            else:
-                new.append(key)
+        active, unit = self.active, self.unit
+        new = [key for key in keys if not self._reference(key)]
         if new:
             self._make_room(unit * len(new))
             for key in new:
@@ -213,13 +216,16 @@ class BlockPool:
         self.num_anon_active -= anon_full + anon_partial
         if not self.enable_prefix_caching:
             return
-        inactive, active = self.inactive, self.active
         if anon_full:
             key: object = run_key if run_key is not None else ("run", next(self._runs))
-            inactive[key] = anon_full
+            self.inactive[key] = anon_full
             self.num_inactive += anon_full
-        unit = self.unit
-        for key in reversed(keys):
+        self._drop(reversed(keys))
+
+    def _drop(self, keys: Iterable[int]) -> None:
+        """Give up a reference on each unit; the last one leaves it cached (evictable)."""
+        active, inactive, unit = self.active, self.inactive, self.unit
+        for key in keys:
             refs = active[key]
             if refs > 1:
                 active[key] = refs - 1
@@ -227,6 +233,15 @@ class BlockPool:
                 del active[key]
                 inactive[key] = unit
                 self.num_inactive += unit
+
+    # ---- copies to host memory -----------------------------------------------------------
+    def pin(self, keys: Sequence[int]) -> list[int]:
+        """Hold units a copy is reading (offload to host) so that nothing evicts them before it
+        lands; returns those still here (an evicted unit has nothing left to copy)."""
+        return [key for key in keys if self._reference(key)]
+
+    def unpin(self, keys: Sequence[int]) -> None:
+        self._drop(keys)
 
     def check(self) -> None:
         """Invariants (tests and debugging)."""

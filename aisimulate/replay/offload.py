@@ -6,9 +6,11 @@ admission, a request whose prefix continues in a lower tier beyond its GPU hit i
 lower-tier units are copied up (G3 -> G2 -> G1), registered in the GPU pool as cached units, and
 the request returns to the front of the waiting queue, where its admission now hits them.
 
-Every copy travels over a :class:`SharedLink`: concurrent transfers share the link's bandwidth
-equally (processor sharing), so a copy's duration depends on what else is in flight. The tiers
-only decide what moves; the simulation owns the clock and schedules link completions.
+A unit being copied down stays held in G1 until its copy lands (KVBM holds the block it reads),
+so the GPU pool cannot evict it mid-copy. Every copy travels over a :class:`SharedLink`:
+concurrent transfers share the link's bandwidth equally (processor sharing), so a copy's
+duration depends on what else is in flight. The tiers only decide what moves; the simulation
+owns the clock and schedules link completions.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from itertools import count
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aisimulate.replay.kv_cache import BlockPool
     from aisimulate.replay.kv_events import RankEvents
 
 
@@ -74,6 +77,7 @@ class HostTiers:
     def __init__(
         self,
         *,
+        g1: BlockPool,
         unit: int,
         block_bytes: float,
         g2_blocks: int,
@@ -84,6 +88,7 @@ class HostTiers:
         g3_to_g2_gbps: float,
         offload_batch_size: int,
     ) -> None:
+        self.g1 = g1
         self.unit = unit
         self.unit_bytes = unit * block_bytes
         self.g2_units = max(g2_blocks // unit, 0)
@@ -111,8 +116,11 @@ class HostTiers:
         if len(self._waiting) < self.batch_units:
             return []
         batch, self._waiting = self._waiting, []
-        self._sending.update(batch)
-        self.down.add(now_ms, len(batch) * self.unit_bytes, ("g2", batch))
+        held = self.g1.pin(batch)  # a unit the GPU evicted meanwhile has nothing left to copy
+        if not held:
+            return []
+        self._sending.update(held)
+        self.down.add(now_ms, len(held) * self.unit_bytes, ("g2", held))
         return [self.down]
 
     def arrived(self, payload: Any, now_ms: float) -> tuple[list[SharedLink], Any]:
@@ -121,6 +129,7 @@ class HostTiers:
         kind = payload[0]
         if kind == "g2":
             self._sending.difference_update(payload[1])
+            self.g1.unpin(payload[1])
             return self._put_g2(payload[1], now_ms), None
         if kind == "g3":
             for key in payload[1]:

@@ -15,6 +15,7 @@ from aisimulate.perf.model import PerfModel
 from aisimulate.perf.providers import get_perf_model
 from aisimulate.perf.shape import ParallelShape
 from aisimulate.replay.engine import Rank
+from aisimulate.replay.kv_cache import BlockPool
 from aisimulate.replay.kv_events import Clock
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers
@@ -203,7 +204,7 @@ class Pool:
             rank.stretch_keeps_cache = self.router_spec.mode == "kv_router"
             rank.async_admission = engine.async_scheduling
             if spec.num_g2_blocks is not None:
-                rank.tiers = host_tiers(spec, engine, self.unit)
+                rank.tiers = host_tiers(spec, engine, self.unit, rank.pool)
                 self.collector.tiers_enabled = True
         worker = Worker(ranks, stretches=not self.exact and stretch_safe(self.router_spec))
         for rank in ranks:
@@ -221,9 +222,10 @@ class Pool:
         self.ranks[:] = [rank for rank in self.ranks if self.worker_of[id(rank)] is not worker]
 
 
-def host_tiers(spec: EngineSpec, engine: ResolvedEngine, unit: int) -> HostTiers:
+def host_tiers(spec: EngineSpec, engine: ResolvedEngine, unit: int, g1: BlockPool) -> HostTiers:
     per_token = spec.kv_bytes_per_token or engine.kv_bytes_per_token_per_gpu
     return HostTiers(
+        g1=g1,
         unit=unit,
         block_bytes=spec.block_size * per_token,
         g2_blocks=spec.num_g2_blocks or 0,

@@ -169,6 +169,7 @@ def test_host_tier_events_reach_a_lagged_router_late():
     rt = KvRouter(spec, np.random.default_rng(0), clock=clock)
     rt.attach([a, b])
     r = request(0)
+    a.tiers.g1.acquire(r.prompt_keys[:4])  # held by the copy that lands now
     a.tiers.arrived(("g2", r.prompt_keys[:4]), 0.0)  # offloaded to host at t = 0
     assert a.tiers.lookup(r.prompt_keys, 0, 8) == (4, 0)
     assert rt.costs(r, [a, b]) == [32, 32]  # not yet visible to the router

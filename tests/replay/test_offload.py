@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
+from aisimulate.replay.kv_cache import BlockPool
 from aisimulate.replay.offload import HostTiers, SharedLink
 from aisimulate.workload import SyntheticWorkload
 
@@ -35,6 +36,7 @@ def test_zero_bandwidth_is_instant():
 
 def tiers(**kw):
     base = dict(
+        g1=BlockPool(64),
         unit=1,
         block_bytes=1000.0,
         g2_blocks=4,
@@ -50,6 +52,7 @@ def tiers(**kw):
 
 def test_offload_goes_down_in_batches_and_g2_is_an_lru():
     t = tiers()
+    t.g1.acquire([1, 2])
     assert t.stored([1], 0.0) == []  # below the batch size
     assert t.stored([2], 0.0) == [t.down]
     t.arrived(t.down.complete(t.down.next_completion())[0], 1.0)
@@ -123,3 +126,37 @@ def test_offload_fast_path_matches_exact():
 def test_bad_tier_settings(kw, match):
     with pytest.raises(ValidationError, match=match):
         EngineSpec(**kw)
+
+
+def test_units_being_copied_down_stay_in_the_gpu_pool_until_the_copy_lands():
+    """KVBM reads the GPU block it offloads: until the copy lands the block is held, so the pool
+    cannot evict or reuse it; afterwards it is cached (evictable) again."""
+    pool = BlockPool(4)
+    pool.acquire([1, 2])
+    pool.release([1, 2], anon_full=0, anon_partial=0)  # the request is done: both cached
+    assert pool.available() == 4
+    t = tiers(g1=pool)
+    assert t.stored([1, 2], 0.0) == [t.down]
+    assert pool.available() == 2 and set(pool.active) == {1, 2}  # held by the copy
+    pool.check()
+    t.arrived(t.down.complete(t.down.next_completion())[0], 1.0)
+    assert pool.available() == 4 and not pool.active and set(pool.inactive) == {1, 2}
+    assert list(t.g2) == [1, 2]
+
+
+def test_a_unit_evicted_before_its_copy_starts_is_not_copied():
+    pool = BlockPool(2)
+    pool.acquire([1])
+    pool.release([1], anon_full=0, anon_partial=0)
+    t = tiers(g1=pool)
+    t.stored([1], 0.0)  # waits for a second unit to fill the batch
+    pool.allocate_anon(2)  # evicts unit 1 from the GPU
+    pool.free_anon(2)
+    pool.acquire([2])
+    assert t.stored([2], 0.0) == [t.down]
+    assert pool.active == {2: 2}  # the request's hold and the copy's; 1 is gone
+    payload = t.down.complete(t.down.next_completion())[0]
+    assert payload == ("g2", [2])  # one unit's bytes, not two
+    t.arrived(payload, 1.0)
+    assert pool.active == {2: 1} and list(t.g2) == [2]
+    pool.check()
