@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -133,34 +134,37 @@ def _median_abs(cases: list[ReplayCase], preds: list[Prediction], metric: str) -
     return round(statistics.median(errors), 2)
 
 
-def _spreads(rows: list[MeasuredRow]) -> dict[str, float]:
+def _best_per_backend(
+    label: str, grid: Sequence[float], cases_for: Callable[[float], list[ReplayCase]], metrics: Sequence[str]
+) -> dict[str, float]:
+    """Per backend, the grid value whose replays give the lowest sum of median |errors| of
+    ``metrics``."""
     scores: dict[str, list[tuple[float, float]]] = {b: [] for b in BACKENDS}
-    for spread in SPREADS:
-        cases = _cases(rows, dict.fromkeys(BACKENDS, spread))
+    for value in grid:
+        cases = cases_for(value)
         preds = _replay(cases)
         for backend in BACKENDS:
             idx = [i for i, c in enumerate(cases) if c.row.backend == backend]
-            score = _median_abs([cases[i] for i in idx], [preds[i] for i in idx], "ttft")
-            scores[backend].append((score, spread))
-            print(f"  spread {spread:5.3f} {backend:6s} TTFT median |error| {score:6.1f}%")
+            errors = {m: _median_abs([cases[i] for i in idx], [preds[i] for i in idx], m) for m in metrics}
+            scores[backend].append((sum(errors.values()), value))
+            shown = " ".join(f"{m.upper()} {e:5.1f}%" for m, e in errors.items())
+            print(f"  {label} {value:7.3f} {backend:6s} median |error| {shown}")
     return {b: min(s)[1] for b, s in scores.items()}
+
+
+def _spreads(rows: list[MeasuredRow]) -> dict[str, float]:
+    return _best_per_backend(
+        "spread", SPREADS, lambda spread: _cases(rows, dict.fromkeys(BACKENDS, spread)), ("ttft",)
+    )
 
 
 def _frontend_latency(rows: list[MeasuredRow], spread: dict[str, float]) -> dict[str, float]:
-    scores: dict[str, list[tuple[float, float]]] = {b: [] for b in BACKENDS}
-    for latency in FRONTEND_MS:
-        cases = _cases(rows, spread, dict.fromkeys(BACKENDS, latency))
-        preds = _replay(cases)
-        for backend in BACKENDS:
-            idx = [i for i, c in enumerate(cases) if c.row.backend == backend]
-            ttft = _median_abs([cases[i] for i in idx], [preds[i] for i in idx], "ttft")
-            tpot = _median_abs([cases[i] for i in idx], [preds[i] for i in idx], "tpot")
-            scores[backend].append((ttft + tpot, latency))
-            print(
-                f"  frontend {latency:5.1f} ms {backend:6s} median |error| "
-                f"TTFT {ttft:5.1f}% TPOT {tpot:5.1f}%"
-            )
-    return {b: min(s)[1] for b, s in scores.items()}
+    return _best_per_backend(
+        "frontend ms",
+        FRONTEND_MS,
+        lambda latency: _cases(rows, spread, dict.fromkeys(BACKENDS, latency)),
+        ("ttft", "tpot"),
+    )
 
 
 def main() -> None:

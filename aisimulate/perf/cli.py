@@ -22,7 +22,7 @@ from aisimulate.cli_args import CliParser
 from aisimulate.errors import ConfigError
 from aisimulate.perf.memory import BACKENDS, MemoryEstimate, estimate_memory
 from aisimulate.perf.model import BatchShape
-from aisimulate.perf.providers import PROVIDERS, get_perf_model
+from aisimulate.perf.providers import PROVIDERS, async_scheduling_for, get_perf_model
 from aisimulate.perf.shape import ParallelShape
 
 GIB = 2**30
@@ -149,10 +149,7 @@ def run_memory(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
 
 def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
-    if args.async_scheduling is not None and args.backend != "vllm":
-        raise ConfigError(
-            f"--async-scheduling is vLLM's switch, not {args.backend}'s", where="--async-scheduling"
-        )
+    async_scheduling = async_scheduling_for(args.backend, args.async_scheduling, name="--async-scheduling")
     model, system, shape, estimate = _memory(args)
     perf = get_perf_model(
         args.perf,
@@ -162,7 +159,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         backend=args.backend,
         kv_cache_dtype=args.kv_dtype,
         nextn=args.nextn,
-        async_scheduling=args.backend == "vllm" and args.async_scheduling is not False,
+        async_scheduling=async_scheduling,
         table_path=args.perf_table,
     )
     chunks = [(args.prefill_tokens, args.prefill_context)] if args.prefill_tokens else []

@@ -18,6 +18,19 @@ from aisimulate.perf.table import TablePerfModel
 PROVIDERS = ("analytic", "aic", "auto", "polynomial", "table")
 
 
+def async_scheduling_for(backend: str, requested: bool | None, *, name: str = "async_scheduling") -> bool:
+    """Whether an engine schedules asynchronously: vLLM's switch, on unless turned off (as vLLM
+    since 0.14). SGLang's and TRT-LLM's overlap schedulers are part of their fitted per-pass
+    overhead, so asking for it there is an error."""
+    if backend == "vllm":
+        return requested is not False
+    if requested is not None:
+        raise ConfigError(
+            f"{name} is vLLM's switch; {backend}'s overlap scheduler is part of its fitted per-pass overhead"
+        )
+    return False
+
+
 def get_perf_model(
     name: str,
     *,

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from aisimulate.perf.providers import async_scheduling_for
 from aisimulate.planner.config import PlannerConfig
 
 Backend = Literal["vllm", "sglang", "trtllm"]
@@ -186,18 +187,13 @@ class DeploymentPlan(_Frozen):
 
     @model_validator(mode="after")
     def _async_is_vllms(self) -> DeploymentPlan:
-        if self.backend != "vllm":
-            for role, spec, _ in self.pools():
-                if spec.async_scheduling is not None:
-                    raise ValueError(
-                        f"{role}.async_scheduling is vLLM's switch; {self.backend}'s overlap "
-                        "scheduler is part of its fitted per-pass overhead"
-                    )
+        for role, spec, _ in self.pools():
+            async_scheduling_for(self.backend, spec.async_scheduling, name=f"{role}.async_scheduling")
         return self
 
     def async_scheduling(self, spec: EngineSpec) -> bool:
         """Whether ``spec``'s passes overlap their framework overhead (vLLM's default: yes)."""
-        return self.backend == "vllm" and spec.async_scheduling is not False
+        return async_scheduling_for(self.backend, spec.async_scheduling)
 
     def pools(self) -> list[tuple[str, EngineSpec, RouterSpec]]:
         """(role, engine spec, router) of each pool, in request order."""

@@ -58,6 +58,7 @@ def resolve_engine(
         max_model_len=spec.max_model_len,
         nextn=spec.nextn,
     )
+    async_scheduling = plan.async_scheduling(spec)
     provider = get_perf_model(
         perf,
         model=model,
@@ -66,7 +67,7 @@ def resolve_engine(
         backend=plan.backend,
         kv_cache_dtype=spec.kv_cache_dtype,
         nextn=spec.nextn,
-        async_scheduling=plan.async_scheduling(spec),
+        async_scheduling=async_scheduling,
         table_path=perf_table,
     )
     blocks = spec.num_gpu_blocks
@@ -88,7 +89,7 @@ def resolve_engine(
         perf=provider,
         num_gpu_blocks=blocks,
         kv_bytes_per_token_per_gpu=memory.kv_bytes_per_token_per_gpu,
-        async_scheduling=plan.async_scheduling(spec),
+        async_scheduling=async_scheduling,
     )
 
 
