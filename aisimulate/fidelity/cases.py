@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.errors import UnknownNameError
@@ -33,9 +34,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 MIN_REQUESTS = 100
 REQUESTS_PER_USER = 10
-# vLLM schedules asynchronously by default from 0.14 on (vllm-project/vllm#27614); older releases
-# ran synchronously unless told otherwise, and the benchmark files do not record the flag.
+# vLLM schedules asynchronously by default from 0.14 on (vllm-project/vllm#27614), released on
+# 2026-01-17; older releases ran synchronously unless told otherwise, and the benchmark files do
+# not record the flag. A row measured before that day cannot have run an asynchronous default.
 VLLM_ASYNC_DEFAULT_SINCE = (0, 14)
+VLLM_ASYNC_DEFAULT_RELEASED = date(2026, 1, 17)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,11 +89,19 @@ def _checkpoint(row: MeasuredRow, spec: ModelSpec) -> str | Skipped:
 
 
 def _async_scheduling(row: MeasuredRow) -> bool | None:
-    """The scheduling mode of the row's vLLM release; None (the engine default) when unknown."""
-    release = re.match(r"v?(\d+)\.(\d+)", row.backend_version)
-    if row.backend != "vllm" or release is None:
+    """The scheduling mode of the row's vLLM release; None (the engine default) when unknown.
+
+    Without a recorded version, the measurement day still bounds the release: before 0.14 was
+    out, every release scheduled synchronously by default.
+    """
+    if row.backend != "vllm":
         return None
-    return (int(release[1]), int(release[2])) >= VLLM_ASYNC_DEFAULT_SINCE
+    release = re.match(r"v?(\d+)\.(\d+)", row.backend_version)
+    if release is not None:
+        return (int(release[1]), int(release[2])) >= VLLM_ASYNC_DEFAULT_SINCE
+    if row.measured_on is not None and row.measured_on < VLLM_ASYNC_DEFAULT_RELEASED:
+        return False
+    return None
 
 
 def build_case(

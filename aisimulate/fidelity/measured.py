@@ -4,13 +4,15 @@ The format is the one of ``benchmarks/data/calibration/e2e_measured_h100.csv``: 
 benchmark per row (system, backend, model, precision, isl, osl, concurrency, parallel shape,
 measured mean TTFT and TPOT). Extra columns are ignored, so exports of other tools can be read
 as they are. The measured latencies may be named ``measured_ttft_ms`` / ``measured_tpot_ms``
-or plain ``ttft_ms`` / ``tpot_ms``.
+or plain ``ttft_ms`` / ``tpot_ms``. The optional ``backend_version`` and ``measured`` (the day the
+benchmark ran) tell which release's defaults the server ran with.
 """
 
 from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 from aisimulate.errors import ConfigError
@@ -29,6 +31,7 @@ class MeasuredRow:
     system: str
     backend: str
     backend_version: str  # as written; blank when the file does not say
+    measured_on: date | None  # the ``measured`` column's day; None when the file does not say
     model: str
     precision: str
     gemm_quant: str
@@ -67,6 +70,16 @@ def _int(raw: str, *, field: str, where: str, default: int | None = None, zero_i
 def _version(raw: str) -> str:
     text = raw.strip()
     return "" if text.lower() in ("", "nan", "none", "unknown") else text
+
+
+def _day(raw: str, *, where: str) -> date | None:
+    text = raw.strip()
+    if text.lower() in ("", "nan", "none", "unknown"):
+        return None
+    try:
+        return date.fromisoformat(text[:10])
+    except ValueError:
+        raise ConfigError(f"measured must be an ISO date, but got {raw!r}", where=where) from None
 
 
 def _latency(raw: str, *, field: str, where: str) -> float | None:
@@ -120,6 +133,7 @@ def read_measured(path: str | Path) -> list[MeasuredRow]:
                 system=cell["system"].strip(),
                 backend=cell["backend"].strip().lower(),
                 backend_version=_version(cell.get("backend_version", "")),
+                measured_on=_day(cell.get("measured", ""), where=where("measured")),
                 model=cell["model"].strip(),
                 precision=cell.get("precision", "").strip().lower(),
                 gemm_quant=cell.get("gemm_quant", "").strip().lower(),

@@ -1,4 +1,5 @@
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -82,18 +83,21 @@ def test_a_spread_desynchronises_the_loop_around_the_same_mean_length(rows):
 
 
 @pytest.mark.parametrize(
-    ("backend", "version", "expected"),
+    ("backend", "version", "day", "expected"),
     [
-        ("vllm", "0.12.0", False),  # synchronous by default then
-        ("vllm", "0.11.2", False),
-        ("vllm", "0.18.0", True),
-        ("vllm", "v0.14.1", True),
-        ("vllm", "", None),  # not recorded: the engine default
-        ("trtllm", "1.0.0", None),  # vLLM's switch only
+        ("vllm", "0.12.0", None, False),  # synchronous by default then
+        ("vllm", "0.11.2", None, False),
+        ("vllm", "0.18.0", None, True),
+        ("vllm", "v0.14.1", None, True),
+        ("vllm", "0.12.0", date(2026, 3, 1), False),  # an old release run later: its version decides
+        ("vllm", "", date(2025, 10, 29), False),  # measured before 0.14 was out: synchronous
+        ("vllm", "", date(2026, 1, 17), None),  # from that day on, unknown: the engine default
+        ("vllm", "", None, None),  # not recorded at all: the engine default
+        ("trtllm", "1.0.0", date(2025, 10, 29), None),  # vLLM's switch only
     ],
 )
-def test_a_vllm_row_schedules_as_its_release_did_by_default(rows, backend, version, expected):
-    row = replace(rows["llama8b_nvidia_fp8_c4"], backend=backend, backend_version=version)
+def test_a_vllm_row_schedules_as_its_release_did_by_default(rows, backend, version, day, expected):
+    row = replace(rows["llama8b_nvidia_fp8_c4"], backend=backend, backend_version=version, measured_on=day)
     assert build_case(row).plan.agg.async_scheduling is expected
 
 

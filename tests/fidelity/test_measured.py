@@ -1,4 +1,5 @@
 import re
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ def test_reads_rows_with_their_line_numbers_and_the_zero_means_one_quirk():
     gptoss = rows[3]
     assert (gptoss.precision, gptoss.gemm_quant, gptoss.moe_tp, gptoss.moe_ep) == ("fp4", "nvfp4", 2, 1)
     assert (gptoss.measured_ttft_ms, gptoss.measured_tpot_ms) == (40.0, 5.0)
+    assert [r.measured_on for r in rows] == [None, date(2025, 10, 29), None, date(2026, 3, 27), None]
 
 
 def test_plain_latency_column_names_and_missing_ids(tmp_path):
@@ -36,11 +38,12 @@ def test_plain_latency_column_names_and_missing_ids(tmp_path):
         ("h100_sxm,vllm,m,128,16,2,1,1,30,-4\n", ":2: tpot_ms]"),
         ("h100_sxm,vllm,,128,16,2,1,1,30,4\n", ":2: model]"),
         ("h100_sxm,vllm,m,128,16,2,0,1,30,4\n", ":2: tp]"),
+        ("h100_sxm,vllm,m,128,16,2,1,1,30,4,last tuesday\n", ":2: measured]"),
     ],
 )
 def test_a_bad_cell_names_file_line_and_field(tmp_path, body, message):
     path = tmp_path / "bad.csv"
-    path.write_text(HEADER + body)
+    path.write_text(HEADER.replace("\n", ",measured\n") + body)
     with pytest.raises(ConfigError, match=re.escape(message)) as err:
         read_measured(path)
     assert str(path) in str(err.value)
