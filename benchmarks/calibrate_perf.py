@@ -35,19 +35,27 @@ BOUNDS = {
         "per_request_ms": (0.0, 0.01),
     },
     "generation_attention": {"mem_eff": (0.05, 1.0), "t0_ms": (0.0, 0.1), "per_request_ms": (0.0, 0.01)},
-    "moe": {"e_max": (0.02, 1.0), "x_half": (0.0, 1024.0), "mem_eff": (0.05, 1.0), "t0_ms": (0.0, 0.2)},
+    "moe": {
+        "e_max": (0.02, 1.0),
+        "x_half": (0.0, 1024.0),
+        "mem_eff": (0.05, 1.0),
+        "t0_ms": (0.0, 0.2),
+        "ep_skew": (0.0, 1.0),
+    },
     "allreduce": {"bw_eff": (0.01, 1.0), "latency_ms": (0.0, 0.1), "latency_per_log2_ms": (0.0, 0.05)},
     "alltoall": {"bw_eff": (0.01, 1.0), "latency_ms": (0.0, 0.1), "latency_per_log2_ms": (0.0, 0.05)},
 }
 ATTRIBUTION = "Contains performance data from NVIDIA AIConfigurator, Apache-2.0"
 
 
-def fit_group(family: str, points: list) -> dict[str, float]:
+def fit_group(family: str, points: list, fixed: dict[str, float] | None = None) -> dict[str, float]:
+    """The family's fit to ``points``; ``fixed`` parameters are held, not fitted."""
     cls = FIT_TYPES[family]
-    names = list(BOUNDS[family])
+    fixed = fixed or {}
+    names = [n for n in BOUNDS[family] if n not in fixed]
     lo = np.array([BOUNDS[family][n][0] for n in names])
     hi = np.array([BOUNDS[family][n][1] for n in names])
-    base = cls()
+    base = cls(**fixed)
     x0 = np.clip(np.array([getattr(base, n) for n in names], dtype=float), lo + 1e-9, hi - 1e-9)
     systems = {p.system: get_system(p.system) for p in points}
     measured = np.log([p.measured_ms for p in points])
@@ -66,8 +74,21 @@ def fit_kernels(data_dir: Path) -> dict[str, dict]:
     for point in load_points(data_dir):
         groups[point.group].append(point)
     fits: dict[str, dict] = defaultdict(dict)
-    for (family, system, backend, dtype), points in sorted(groups.items()):
-        params = fit_group(family, points)
+    ep_skew: dict[tuple[str, str], float] = {}
+
+    def one_split(points: list) -> bool:
+        return len({p.row.get("moe_ep") for p in points}) == 1
+
+    # The routing skew shows only across expert-parallel splits: a MoE group measured at one split
+    # takes its (system, backend)'s from a group measured at several, which is fitted first.
+    order = sorted(groups.items(), key=lambda item: (one_split(item[1]), item[0]))
+    for (family, system, backend, dtype), points in order:
+        fixed = None
+        if family == "moe" and one_split(points):
+            fixed = {"ep_skew": ep_skew.get((system, backend), 0.0)}
+        params = fit_group(family, points, fixed)
+        if family == "moe" and fixed is None:
+            ep_skew[(system, backend)] = params["ep_skew"]
         entry = fits[f"{system}/{backend}"]
         if family in ("gemm", "moe"):
             entry.setdefault(family, {})[fit_key(points[0], get_system(system))] = params

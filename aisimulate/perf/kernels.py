@@ -67,12 +67,15 @@ class AttentionFit:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MoeFit:
-    """Like GEMM, but efficiency rises with routed tokens per touched expert."""
+    """Like GEMM, but efficiency rises with routed tokens per touched expert. Routing is skewed,
+    so with experts split over ``moe_ep`` GPUs the busiest one computes ``moe_ep ** ep_skew``
+    times its even share of the routed pairs (0: perfectly balanced, 1: all on one GPU)."""
 
     e_max: float = 0.5
     x_half: float = 32.0
     mem_eff: float = 0.6
     t0_ms: float = 0.02
+    ep_skew: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -352,9 +355,10 @@ def moe_block(
     expert_params = 3 * hidden_size * expert_intermediate / moe_tp
     per_flop = 1.0 / (flops_per_ms(peak_tflops) * fit.e_max)
     per_byte = 1.0 / (bytes_per_ms(hbm_gbps) * fit.mem_eff)
+    busiest = moe_ep**fit.ep_skew  # the busiest GPU's pairs over its even share
     return MoeBlock(
         experts_on_gpu=num_experts / moe_ep,
-        pairs_per_token=top_k / moe_ep,
+        pairs_per_token=top_k / moe_ep * busiest,
         per_pair_compute_ms=num_layers * 2 * expert_params * per_flop,
         per_touched_compute_ms=num_layers * 2 * expert_params * fit.x_half * per_flop,
         per_touched_bytes_ms=num_layers * expert_params * weight_bytes_per_param * per_byte,

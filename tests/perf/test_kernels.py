@@ -86,3 +86,22 @@ def test_moe_touches_every_expert_only_with_many_tokens():
 def test_all_reduce_is_free_on_one_gpu():
     solo = all_reduce(count=64, num_gpus=1, bytes_per_token=8192, link_gbps=450, fit=CollectiveFit())
     assert solo.scalar()(1000) == 0.0
+
+
+def test_skewed_routing_loads_the_busiest_expert_parallel_gpu_more():
+    def block(moe_ep: int, ep_skew: float):
+        geometry = dict(num_layers=1, hidden_size=2048, expert_intermediate=768, num_experts=128, top_k=8)
+        return moe_block(
+            **geometry,
+            moe_tp=1,
+            moe_ep=moe_ep,
+            weight_bytes_per_param=2,
+            peak_tflops=989,
+            hbm_gbps=4800,
+            fit=MoeFit(ep_skew=ep_skew),
+        )
+
+    assert block(4, 0.5).pairs_per_token == pytest.approx(2 * block(4, 0.0).pairs_per_token)
+    assert block(1, 0.5).pairs_per_token == block(1, 0.0).pairs_per_token  # no split, no skew
+    balanced, skewed = block(8, 0.0).scalar()(16384), block(8, 0.4).scalar()(16384)
+    assert skewed == pytest.approx(balanced * 8**0.4, rel=0.05)  # compute-bound: by the pair share
