@@ -19,7 +19,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from aisimulate.catalog import get_system
-from aisimulate.perf.points import FIT_TYPES, fit_key, load_points, predict
+from aisimulate.perf.points import FIT_TYPES, fit_key, load_points, moe_curves, predict
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE / "data" / "calibration"
@@ -98,6 +98,9 @@ def fit_kernels(data_dir: Path) -> dict[str, dict]:
     for entry in fits.values():
         # Decode MLA matmuls run on the same tensor cores as prefill attention.
         entry["generation_attention"]["compute_eff"] = entry["context_attention"]["compute_eff"]
+    for (system, backend), curves in moe_curves(load_points(data_dir)).items():
+        fits[f"{system}/{backend}"]["moe_curves"] = curves
+        print(f"curves moe                   {system:9s} {backend:6s} {len(curves)} measured shapes")
     return dict(fits)
 
 

@@ -19,9 +19,10 @@ import numpy as np
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
-from aisimulate.perf.calibration import Calibration, calibration_for
+from aisimulate.perf.calibration import Calibration, calibration_for, moe_curve_key
 from aisimulate.perf.kernels import (
     Collective,
+    MoeCurve,
     Roofline,
     all_reduce,
     all_to_all,
@@ -143,11 +144,19 @@ class AnalyticPerfModel:
         return context, generation
 
     def _build_moe(self, cal: Calibration) -> Any:
+        """Measured latencies of the model's exact expert kernel where there are some, else the
+        fitted roofline."""
         m = self.model
         if not m.is_moe:
             return None
         moe_tp, moe_ep = self.shape.expert_split
         dtype = m.linear_dtype(expert=True)
+        key = moe_curve_key(
+            dtype, m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts, moe_tp, moe_ep
+        )
+        if key in cal.moe_curves:
+            tokens, per_layer_ms = cal.moe_curves[key]
+            return MoeCurve(tokens, per_layer_ms, m.num_moe_layers)
         return moe_block(
             num_layers=m.num_moe_layers,
             hidden_size=m.hidden_size,

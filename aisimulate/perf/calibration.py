@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any
 
@@ -32,6 +32,13 @@ def moe_fit_key(weight_dtype: str, math_dtype: str) -> str:
     return "fp8" if math_dtype == "fp8" else "bf16"
 
 
+def moe_curve_key(
+    weight_dtype: str, hidden: int, inter: int, top_k: int, num_experts: int, moe_tp: int, moe_ep: int
+) -> str:
+    """Names one measured MoE kernel shape: experts' weight format, geometry and split."""
+    return f"{weight_dtype}/h{hidden}/i{inter}/top{top_k}of{num_experts}/tp{moe_tp}ep{moe_ep}"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Calibration:
     source: str
@@ -42,6 +49,9 @@ class Calibration:
     allreduce: CollectiveFit
     alltoall: CollectiveFit
     overhead: OverheadFit
+    # Measured MoE latencies per kernel shape (``moe_curve_key``): (tokens, one layer's ms). Only
+    # for the measured system itself; a stand-in calibration carries none.
+    moe_curves: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
 
     def gemm_fit(self, math_dtype: str) -> GemmFit:
         return self.gemm.get(math_dtype) or self.gemm.get("fp8") or self.gemm["bf16"]
@@ -74,9 +84,11 @@ def proxy_system(system: System) -> str:
 
 
 def calibration_from_entry(
-    entry: dict[str, Any], overhead: dict[str, Any] | None, source: str
+    entry: dict[str, Any], overhead: dict[str, Any] | None, source: str, *, measured_here: bool = True
 ) -> Calibration:
-    """Build a :class:`Calibration` from one ``fits`` entry of the data file's layout."""
+    """Build a :class:`Calibration` from one ``fits`` entry of the data file's layout; the MoE
+    curves come along only when the entry was ``measured_here`` (not a stand-in system)."""
+    curves = entry.get("moe_curves", {}) if measured_here else {}
     return Calibration(
         source=source,
         gemm={k: _make(GemmFit, v) for k, v in entry["gemm"].items()},
@@ -86,6 +98,7 @@ def calibration_from_entry(
         allreduce=_make(CollectiveFit, entry.get("allreduce")),
         alltoall=_make(CollectiveFit, entry.get("alltoall")),
         overhead=_make(OverheadFit, overhead),
+        moe_curves={k: (tuple(v["tokens"]), tuple(v["per_layer_ms"])) for k, v in curves.items()},
     )
 
 
@@ -95,10 +108,12 @@ def calibration_for(system: System, backend: str) -> Calibration:
     kernel_backend = "vllm" if backend == "sglang" else backend
     key = f"{system.name}/{kernel_backend}"
     source = key
-    if key not in fits:
+    measured_here = key in fits
+    if not measured_here:
         key = f"{proxy_system(system)}/{kernel_backend}"
         source = f"{key} (stand-in for {system.name})"
-    return calibration_from_entry(fits[key], data.get("overhead", {}).get(backend), source)
+    overhead = data.get("overhead", {}).get(backend)
+    return calibration_from_entry(fits[key], overhead, source, measured_here=measured_here)
 
 
 def e2e_fitted_models() -> tuple[str, ...]:

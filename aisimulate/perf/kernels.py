@@ -13,6 +13,7 @@ per ms as ``gbps * 1e6``.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -365,6 +366,48 @@ def moe_block(
         per_pair_bytes_ms=num_layers * 2 * hidden_size * ACT_BYTES * per_byte,
         fixed_ms=num_layers * fit.t0_ms,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MoeCurve:
+    """Routed experts priced by interpolating measured latencies of this very kernel shape.
+
+    Where the measurements cover a model's expert geometry and split on its own GPU and backend,
+    they beat any smooth fit (kernel tile steps, split effects); linear in tokens between measured
+    counts, the last segment's slope beyond them. ``per_layer_ms`` is one layer's latency.
+    """
+
+    tokens: tuple[float, ...]
+    per_layer_ms: tuple[float, ...]
+    num_layers: float
+
+    def _tail_slope(self) -> float:
+        (x0, x1), (y0, y1) = self.tokens[-2:], self.per_layer_ms[-2:]
+        return (y1 - y0) / (x1 - x0)
+
+    def scalar(self) -> Callable[[float], float]:
+        xs, ys, layers = list(self.tokens), list(self.per_layer_ms), self.num_layers
+        last_x, last_y, slope = xs[-1], ys[-1], self._tail_slope()
+        first_y, find = ys[0], bisect.bisect_right
+
+        def time_ms(tokens: float) -> float:
+            if tokens <= 0:
+                return 0.0
+            if tokens >= last_x:
+                return layers * (last_y + slope * (tokens - last_x))
+            i = find(xs, tokens)
+            if i == 0:
+                return layers * first_y
+            x0, x1, y0 = xs[i - 1], xs[i], ys[i - 1]
+            return layers * (y0 + (ys[i] - y0) * (tokens - x0) / (x1 - x0))
+
+        return time_ms
+
+    def time_ms(self, tokens: Any, ops: Ops = VECTOR) -> Any:
+        t = np.asarray(tokens, dtype=np.float64)
+        inside = np.interp(t, self.tokens, self.per_layer_ms)
+        beyond = np.maximum(t - self.tokens[-1], 0.0) * self._tail_slope()
+        return (t > 0) * self.num_layers * (inside + beyond)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from aisimulate.catalog.dtypes import WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.catalog.systems import System, get_system
-from aisimulate.perf.calibration import calibration_for, moe_fit_key
+from aisimulate.perf.calibration import calibration_for, moe_curve_key, moe_fit_key
 from aisimulate.perf.kernels import (
     AttentionFit,
     CollectiveFit,
@@ -162,6 +162,40 @@ FIT_TYPES: dict[str, type] = {
     "allreduce": CollectiveFit,
     "alltoall": CollectiveFit,
 }
+
+
+# A shape measured at fewer token counts is left to the fit: interpolating across 8x gaps in
+# tokens is no better than the smooth curve.
+MIN_CURVE_POINTS = 8
+
+
+def moe_curves(points: list[Point]) -> dict[tuple[str, str], dict[str, dict[str, list[float]]]]:
+    """The measured MoE shapes the analytic model interpolates, per (system, backend): one layer's
+    latency by token count for each ``moe_curve_key``."""
+    grouped: dict[tuple[str, str, str], dict[float, float]] = {}
+    for p in points:
+        if p.family != "moe":
+            continue
+        r = p.row
+        key = moe_curve_key(
+            p.dtype,
+            _i(r, "hidden"),
+            _i(r, "inter"),
+            _i(r, "topk"),
+            _i(r, "num_experts"),
+            _i(r, "moe_tp"),
+            _i(r, "moe_ep"),
+        )
+        grouped.setdefault((p.system, p.backend, key), {})[float(_i(r, "num_tokens"))] = p.measured_ms
+    out: dict[tuple[str, str], dict[str, dict[str, list[float]]]] = {}
+    for (system, backend, key), by_tokens in sorted(grouped.items()):
+        if len(by_tokens) >= MIN_CURVE_POINTS:
+            tokens = sorted(by_tokens)
+            out.setdefault((system, backend), {})[key] = {
+                "tokens": tokens,
+                "per_layer_ms": [by_tokens[t] for t in tokens],
+            }
+    return out
 
 
 def fit_key(point: Point, system: System) -> str:

@@ -106,3 +106,62 @@ def test_expert_parallel_moe_points_are_priced_with_the_routing_skew():
     ]
     assert len(ep8) >= 10
     assert abs(statistics.median(predict(p, cal.moe["mxfp4"]) / p.measured_ms - 1 for p in ep8)) < 0.1
+
+
+def test_measured_moe_shapes_are_interpolated_where_measured_and_fitted_elsewhere():
+    """gpt-oss-120b's experts at tp8 on H100/vLLM were measured: a pass prices its MoE from those
+    points. A split without points, and a GPU standing in for another, use the fit."""
+    import csv
+
+    from aisimulate.catalog import get_model
+    from aisimulate.catalog.dtypes import WEIGHT_BYTES_PER_PARAM
+    from aisimulate.perf import AnalyticPerfModel, BatchShape, ParallelShape
+    from aisimulate.perf.calibration import moe_curve_key
+    from aisimulate.perf.kernels import moe_block
+
+    gptoss = get_model("openai/gpt-oss-120b")
+    with (DATA / "moe_points.csv").open() as fh:
+        row = next(
+            r
+            for r in csv.DictReader(fh)
+            if (r["system"], r["backend"], r["moe_dtype"], r["distribution"])
+            == ("h100_sxm", "vllm", "w4a16_mxfp4", "power_law_1.2")
+            and (r["num_experts"], r["moe_tp"], r["moe_ep"], r["num_tokens"]) == ("128", "8", "1", "1024")
+        )
+    prefill = BatchShape.from_chunks([(1024, 0)])
+
+    def moe_ms(system: str, tp: int, moe_ep: int = 1) -> float:
+        shape = ParallelShape(tp=tp, moe_tp=tp // moe_ep, moe_ep=moe_ep)
+        return AnalyticPerfModel(gptoss, get_system(system), shape).explain(prefill).moe_ms
+
+    assert moe_ms("h100_sxm", 8) == pytest.approx(gptoss.num_moe_layers * float(row["latency_ms"]))
+    cal = calibration_for(get_system("h100_sxm"), "vllm")
+    assert moe_curve_key("mxfp4", 2880, 2880, 4, 128, 2, 4) not in cal.moe_curves
+    h100 = get_system("h100_sxm")
+    fitted = moe_block(  # moe_tp 2 x moe_ep 4 was not measured: the fit prices it
+        num_layers=gptoss.num_moe_layers,
+        hidden_size=2880,
+        expert_intermediate=2880,
+        num_experts=128,
+        top_k=4,
+        moe_tp=2,
+        moe_ep=4,
+        weight_bytes_per_param=WEIGHT_BYTES_PER_PARAM["mxfp4"],
+        peak_tflops=h100.tflops["bf16"],
+        hbm_gbps=h100.hbm_gbps,
+        fit=cal.moe["mxfp4"],
+    )
+    assert moe_ms("h100_sxm", 8, moe_ep=4) == pytest.approx(fitted.scalar()(1024))
+    stand_in = calibration_for(get_system("a100_sxm"), "vllm")
+    assert "stand-in" in stand_in.source and not stand_in.moe_curves
+
+
+def test_bundled_moe_curves_are_the_measured_points():
+    import json
+    from importlib import resources
+
+    from aisimulate.perf.points import moe_curves
+
+    data = json.loads((resources.files("aisimulate.perf") / "data" / "calibration.json").read_text())
+    bundled = {k: e["moe_curves"] for k, e in data["fits"].items() if "moe_curves" in e}
+    assert bundled == {f"{s}/{b}": curves for (s, b), curves in moe_curves(load_points(DATA)).items()}

@@ -9,6 +9,7 @@ from aisimulate.perf.kernels import (
     AttentionFit,
     CollectiveFit,
     GemmFit,
+    MoeCurve,
     MoeFit,
     all_reduce,
     context_attention,
@@ -105,3 +106,21 @@ def test_skewed_routing_loads_the_busiest_expert_parallel_gpu_more():
     assert block(1, 0.5).pairs_per_token == block(1, 0.0).pairs_per_token  # no split, no skew
     balanced, skewed = block(8, 0.0).scalar()(16384), block(8, 0.4).scalar()(16384)
     assert skewed == pytest.approx(balanced * 8**0.4, rel=0.05)  # compute-bound: by the pair share
+
+
+CURVE = MoeCurve((1.0, 2.0, 4.0, 8.0), (0.1, 0.12, 0.2, 0.36), 10.0)
+
+
+@settings(max_examples=200)
+@given(tokens=st.floats(min_value=0, max_value=64, allow_nan=False))
+def test_measured_moe_curve_scalar_equals_array(tokens):
+    assert CURVE.scalar()(tokens) == pytest.approx(float(CURVE.time_ms(np.float64(tokens))))
+
+
+def test_measured_moe_curve_interpolates_and_extends_its_last_slope():
+    at = CURVE.scalar()
+    assert at(0) == 0.0
+    assert at(0.5) == pytest.approx(10 * 0.1)  # below the first count: the first measurement
+    assert at(4) == pytest.approx(10 * 0.2)  # a measured count: exactly its latency
+    assert at(6) == pytest.approx(10 * 0.28)  # halfway between 4 and 8 tokens
+    assert at(16) == pytest.approx(10 * (0.36 + 8 * 0.04))  # past the last: its slope (0.04/token)
