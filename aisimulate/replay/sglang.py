@@ -70,10 +70,15 @@ class SglangRank(Rank):
     def _head_could_start(self) -> bool:
         return bool(self.waiting)
 
+    def _promote_for_stretch(self, p: int) -> bool:
+        self._promote_materialized(p)  # an SGLang pass promotes arrived KV before anything else
+        return True
+
     # ---- the pass ------------------------------------------------------------------------
     def begin_pass(self, now_ms: float) -> float:
         self._now = now_ms
         self._completing.clear()
+        self.preempted_in_pass = False
         self._promote_materialized(self.pass_idx)
         batch = self._extend_batch()
         self._extending = bool(batch)
