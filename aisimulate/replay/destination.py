@@ -28,7 +28,8 @@ class DecodeDestination:
             return None  # the vLLM core reserves only while a running slot is free
         bs, unit, pool = self.block_size, self.unit, self.pool
         computed = r.prompt_len - 1  # the last prompt token is computed by the first decode step
-        total = ceil_div(computed, bs)
+        # The vLLM-style core holds the whole prompt's blocks (its first step then takes none).
+        total = ceil_div(computed if self.policy.name == "sglang" else r.prompt_len, bs)
         matched, hot = pool.match_prefix(r.prompt_keys, computed // bs // unit)
         inactive_hits = sum(1 for key in r.prompt_keys[:matched] if key not in pool.active)
         cost = total - matched * unit + inactive_hits * unit
@@ -55,15 +56,14 @@ class DecodeDestination:
     def _promote_for_stretch(self, p: int) -> bool:
         """Before a decode-only stretch from pass p: admit the arrived prompts its first pass
         would. False when only that pass itself can tell: it may preempt (and then admit
-        nobody), or an arrival's first step needs a block the stretch has not booked."""
+        nobody), or an arrival's first step starts a block."""
         if self.num_running >= self.spec.max_num_seqs or not self._materialized_next():
             return True
         if self.residue[p % self.block_size] > self.pool.available():
             return False
         while self.num_running < self.spec.max_num_seqs and self._materialized_next():
-            r = self.materialized[0]
-            if ceil_div(r.num_computed + 1, self.block_size) > r.n_blocks:
-                return False
+            if self.materialized[0].num_computed % self.block_size == 0:
+                return False  # the stretch would book a block for its first step: see the pass
             self._join_decoding(p)
         return True
 

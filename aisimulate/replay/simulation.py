@@ -318,8 +318,9 @@ class Simulation:
             if missing is None:
                 return
             queue.popleft()
-            blocks = missing if self.destination_missing else -(-r.num_computed // self.block_size)
-            tokens = min(blocks * self.block_size, r.prompt_len)
+            tokens = r.prompt_len
+            if self.destination_missing:
+                tokens = min(missing * self.block_size, tokens)
             bytes_per_ms = self.transfer_gbps * 1e6  # GB/s
             sent = tokens * self.pools[0].engine.kv_bytes_per_token_per_gpu
             ms = sent / bytes_per_ms if bytes_per_ms else 0.0

@@ -183,3 +183,10 @@ def test_arrived_kv_runs_when_the_preempted_head_can_never_fit():
     rep, records = staggered({"num_gpu_blocks": 12, "max_num_seqs": 2}, n=3, osl=150)
     assert rep.summary["completed_requests"] == 3
     assert records[2]["first_token_ms"] < records[0]["last_token_ms"]
+
+
+@pytest.mark.parametrize("timing", ["full_prompt", "destination_missing"])
+def test_a_hand_off_reserves_and_sends_its_last_partial_block(timing):
+    # 1,025 tokens: 17 blocks, the last holding one token (the reference reserves all of them).
+    rep = one(plan(kv_transfer_bandwidth_gbps=10, kv_transfer_timing=timing), isl=1025)
+    assert rep.requests[0]["kv_transfer_ms"] == pytest.approx(1025 * 131072 / (10 * 1e6))
