@@ -49,10 +49,6 @@ class DecodeDestination:
         """The KV transfer finished: r decodes from the next pass that has room."""
         self.materialized.append(r)
 
-    def _promote_materialized(self, p: int) -> None:
-        while self.materialized and self.num_running < self.spec.max_num_seqs:
-            self._start_decoding(self._next_admission(self.materialized.popleft()), p)
-
     def _promote_for_stretch(self, p: int) -> bool:
         """Before a decode-only stretch from pass p: admit the arrived prompts its first pass
         would. False when only that pass itself can tell: it may preempt (and then admit

@@ -70,8 +70,13 @@ class SglangRank(Rank):
     def _head_could_start(self) -> bool:
         return bool(self.waiting)
 
+    def _promote_materialized(self, p: int) -> None:
+        """Arrived KV joins the running batch first thing in a pass, while there is room."""
+        while self.materialized and self.num_running < self.spec.max_num_seqs:
+            self._start_decoding(self._next_admission(self.materialized.popleft()), p)
+
     def _promote_for_stretch(self, p: int) -> bool:
-        self._promote_materialized(p)  # an SGLang pass promotes arrived KV before anything else
+        self._promote_materialized(p)
         return True
 
     # ---- the pass ------------------------------------------------------------------------
