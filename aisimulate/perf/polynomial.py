@@ -45,8 +45,9 @@ class PolynomialPerfModel:
     def _parts(
         self, p: float, r: float, ctx: float, d: float, active: float, capacity: float
     ) -> tuple[float, float]:
-        # The reference passes means (chunk end, cached prefix) and multiplies back by the batch.
-        prefill = prefill_ms(r, (ctx + p) / r, ctx / r) if r else 0.0
+        # The reference passes means (chunk end, cached prefix), in whole tokens (integer
+        # division), and multiplies back by the batch.
+        prefill = prefill_ms(r, (ctx + p) // r, ctx // r) if r else 0.0
         decode = decode_ms(active, capacity) if d else 0.0
         if self.speedup_ratio > 0:
             return prefill / self.speedup_ratio, decode / self.speedup_ratio
@@ -96,7 +97,7 @@ class PolynomialPerfModel:
         p, r, _, ctx, d, _, active = batches.filled()
         if batches.has_prefill:
             safe_r = np.where(r > 0, r, 1.0)
-            tokens = r * ((ctx + p) / safe_r - ctx / safe_r)
+            tokens = r * ((ctx + p) // safe_r - ctx // safe_r)
             prefill = np.where(
                 (r > 0) & (tokens != 0),
                 PREFILL_QUADRATIC * tokens**2 + PREFILL_LINEAR * tokens + PREFILL_CONSTANT,

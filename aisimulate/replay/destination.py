@@ -1,4 +1,11 @@
-"""The decode side of disaggregated serving: reserving destination KV and taking arrivals."""
+"""The decode side of disaggregated serving: reserving destination KV and taking arrivals.
+
+A decode worker's queue, as the reference's single vLLM waiting queue sees it: requests it
+preempted (which must recompute their prompt here) at the front, then prompts whose KV arrived
+(``materialized``) in arrival order. Hand-offs still waiting to reserve KV
+(``pending_destinations``) hold nothing yet, but while any wait, only arrived KV is admitted: a
+preempted request would take the blocks the hand-offs wait for.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +24,12 @@ class DecodeDestination:
         """Hold destination blocks for a prompt arriving from a prefill worker; None if they do
         not fit yet (``committed``: blocks a running stretch has taken but not yet booked).
         Returns how many of its blocks are missing here (what must be sent)."""
+        if self.policy.name == "vllm" and self.num_running >= self.spec.max_num_seqs:
+            return None  # the vLLM core reserves only while a running slot is free
         bs, unit, pool = self.block_size, self.unit, self.pool
         computed = r.prompt_len - 1  # the last prompt token is computed by the first decode step
-        total = ceil_div(computed, bs)
+        # The vLLM-style core holds the whole prompt's blocks (its first step then takes none).
+        total = ceil_div(computed if self.policy.name == "sglang" else r.prompt_len, bs)
         matched, hot = pool.match_prefix(r.prompt_keys, computed // bs // unit)
         inactive_hits = sum(1 for key in r.prompt_keys[:matched] if key not in pool.active)
         cost = total - matched * unit + inactive_hits * unit
@@ -39,9 +49,56 @@ class DecodeDestination:
         """The KV transfer finished: r decodes from the next pass that has room."""
         self.materialized.append(r)
 
-    def _promote_materialized(self, p: int) -> None:
-        while self.materialized and self.num_running < self.spec.max_num_seqs:
-            r = self.materialized.popleft()
-            r.admit_seq = self._admissions
-            self._admissions += 1
-            self._start_decoding(r, p)
+    def _promote_for_stretch(self, p: int) -> bool:
+        """Before a decode-only stretch from pass p: admit the arrived prompts its first pass
+        would. False when only that pass itself can tell: it may preempt (and then admit
+        nobody), or an arrival's first step starts a block."""
+        if self.num_running >= self.spec.max_num_seqs or not self._materialized_next():
+            return True
+        if self.residue[p % self.block_size] > self.pool.available():
+            return False
+        while self.num_running < self.spec.max_num_seqs and self._materialized_next():
+            if self.materialized[0].num_computed % self.block_size == 0:
+                return False  # the stretch would book a block for its first step: see the pass
+            self._join_decoding(p)
+        return True
+
+    def _next_admission(self, r: Request) -> Request:
+        r.admit_seq = self._admissions
+        self._admissions += 1
+        return r
+
+    def _materialized_next(self) -> bool:
+        """Whether the next admission is a prompt whose KV arrived rather than the waiting head."""
+        if not self.materialized:
+            return False
+        return not self.waiting or bool(self.pending_destinations) or self._head_stuck()
+
+    def _head_stuck(self) -> bool:
+        """Whether the waiting head cannot fit while nothing runs that could free blocks for it.
+        The arrived prompts behind it, holding their KV, then go first; the reference stalls
+        for good there (its replay stops with an error)."""
+        if self.num_running:
+            return False
+        r = self.waiting[0]
+        return not self.policy.admissible(self, r, self._prefix_hit(r)[1] * self.unit)
+
+    def _join_decoding(self, p: int) -> int | None:
+        """Admit the oldest arrived prompt into pass p after the running requests were scheduled
+        (it emits its first token at this pass's end); return the context its step attends to,
+        None if that step finds no free block."""
+        r = self.materialized[0]
+        new = ceil_div(r.num_computed + 1, self.block_size) - r.n_blocks
+        if new > self.pool.available():
+            return None
+        self.materialized.popleft()
+        self._start_decoding(self._next_admission(r), p)
+        if new:
+            self.pool.allocate_anon(new)
+            self.reserved_blocks -= new
+        if self.exact:  # the fast path's aggregates count the step from dec_pass0 = p on
+            r.n_blocks += new
+            r.num_computed += 1
+            r.scheduled_take = 1
+            return r.num_computed
+        return r.num_computed + 1

@@ -105,6 +105,9 @@ class Rank(DecodeStretches, DecodeDestination):
         self.waiting: deque[Request] = deque()
         # Decode role: requests whose KV arrived from a prefill worker, ready to decode.
         self.materialized: deque[Request] = deque()
+        # Decode role: hand-offs routed here that wait to reserve KV, in arrival order, each with
+        # its prefill copy and the prefill rank holding its KV (the event loop drives them).
+        self.pending_destinations: deque[tuple[Request, Request, Rank]] = deque()
         self.prefilling: list[Request] = []
         self.decoders: dict[int, Request] = {}
         self._admissions = 0
@@ -120,7 +123,7 @@ class Rank(DecodeStretches, DecodeDestination):
         self.num_preemptions = 0
         self.max_active_blocks = 0
         self._completing: list[Request] = []
-        self._preempted_this_pass = False
+        self.preempted_in_pass = False  # the latest pass preempted someone: it admits nobody
         self._now = 0.0
         # Decoders that have not yet had a decode pass: their previous token came out at a
         # time of their own (always the previous pass end under vLLM, an extend pass in SGLang).
@@ -210,7 +213,15 @@ class Rank(DecodeStretches, DecodeDestination):
 
     # ---- decode-phase bookkeeping --------------------------------------------------------
     def _start_decoding(self, r: Request, next_pass: int) -> None:
-        self.decoders[r.admit_seq] = r
+        decoders = self.decoders
+        # Running order is admission order (LIFO preemption takes the last): a prompt that
+        # finishes after requests admitted later goes in ahead of them.
+        later = []
+        while decoders and next(reversed(decoders)) > r.admit_seq:
+            later.append(decoders.popitem())
+        decoders[r.admit_seq] = r
+        for seq, other in reversed(later):
+            decoders[seq] = other
         if self.exact:
             return
         self._fresh.append(r)
@@ -323,7 +334,7 @@ class Rank(DecodeStretches, DecodeDestination):
         victim.preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(victim)
-        self._preempted_this_pass = True
+        self.preempted_in_pass = True
 
     def _make_room(self, blocks: int, p: int, current: Request | None = None) -> bool:
         """Preempt until ``blocks`` are available; False if ``current`` itself had to go."""
@@ -359,9 +370,7 @@ class Rank(DecodeStretches, DecodeDestination):
         back_to_back = self.async_admission and self._last_end_ms == now_ms
         self._admit_until_ms = self._last_start_ms if back_to_back else now_ms
         self._last_start_ms = now_ms
-        self._preempted_this_pass = False
-        if self.materialized:
-            self._promote_materialized(p)
+        self.preempted_in_pass = False
         budget = self.spec.max_num_batched_tokens
         if self.exact:
             budget, d, d_ctx = self._decode_exact(p, budget)
@@ -385,16 +394,25 @@ class Rank(DecodeStretches, DecodeDestination):
             chunks.append((take, r.num_computed, r))
             r.num_computed += take
             budget -= take
-        if self.waiting and not self._preempted_this_pass:
+        if (self.waiting or self.materialized) and not self.preempted_in_pass:
             if not chunks and d == 0:
                 self._admit_until_ms = now_ms  # nothing else to run: an idle engine schedules at once
-            budget = self._admit(budget, chunks)
+            budget, joined, joined_ctx = self._admit(p, budget, chunks)
+            d += joined
+            d_ctx += joined_ctx
         if chunks:
             self._completing = [r for _, _, r in chunks if r.num_computed == r.seq_len]
 
         active = self.pool.num_active
         if active > self.max_active_blocks:
             self.max_active_blocks = active
+        if self.role == "decode" and chunks:
+            # A decode worker recomputing preempted requests is charged no prefill (the
+            # reference prices none on decode workers); one whose recompute completes is
+            # priced as a decoder.
+            d += len(self._completing)
+            d_ctx += sum(r.seq_len for r in self._completing)
+            chunks = []
         if not chunks:
             # The decode batch is the requests decoding at the start of the pass (a request
             # whose prompt completes emits its first token without a decode step of its own),
@@ -467,10 +485,24 @@ class Rank(DecodeStretches, DecodeDestination):
             d_ctx += r.num_computed
         return budget, d, d_ctx
 
-    def _admit(self, budget: int, chunks: list[tuple[int, int, Request]]) -> int:
-        """Admit waiting requests head-of-line into ``chunks``; return the budget left."""
+    def _admit(self, p: int, budget: int, chunks: list[tuple[int, int, Request]]) -> tuple[int, int, int]:
+        """Admit waiting requests head-of-line into ``chunks``, and prompts whose KV arrived into
+        the decode batch (see :mod:`destination`); return the budget left and the requests that
+        joined the decode batch with their context this pass."""
         bs, spec = self.block_size, self.spec
-        while self.num_running < spec.max_num_seqs and self.waiting and budget > 0:
+        joined = joined_ctx = 0
+        while self.num_running < spec.max_num_seqs:
+            if self._materialized_next():
+                ctx = self._join_decoding(p)
+                if ctx is None:
+                    break
+                joined += 1
+                joined_ctx += ctx
+                if budget <= 0:
+                    break  # it took no token, but a spent budget ends the admissions
+                continue
+            if not self.waiting or budget <= 0 or self.pending_destinations:
+                break
             r = self.waiting[0]
             if r.enqueued_ms > self._admit_until_ms:
                 break  # arrived after this pass was chosen
@@ -497,7 +529,7 @@ class Rank(DecodeStretches, DecodeDestination):
             budget -= take
             self.collector.admission(r, cached, self._now)
             chunks.append((take, cached, r))
-        return budget
+        return budget, joined, joined_ctx
 
     def _hold_hit(self, r: Request, matched: int, run: int, cached: int) -> None:
         """Hold an admitted request's cache hit: its matched units and its own run."""

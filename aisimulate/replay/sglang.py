@@ -70,10 +70,20 @@ class SglangRank(Rank):
     def _head_could_start(self) -> bool:
         return bool(self.waiting)
 
+    def _promote_materialized(self, p: int) -> None:
+        """Arrived KV joins the running batch first thing in a pass, while there is room."""
+        while self.materialized and self.num_running < self.spec.max_num_seqs:
+            self._start_decoding(self._next_admission(self.materialized.popleft()), p)
+
+    def _promote_for_stretch(self, p: int) -> bool:
+        self._promote_materialized(p)
+        return True
+
     # ---- the pass ------------------------------------------------------------------------
     def begin_pass(self, now_ms: float) -> float:
         self._now = now_ms
         self._completing.clear()
+        self.preempted_in_pass = False
         self._promote_materialized(self.pass_idx)
         batch = self._extend_batch()
         self._extending = bool(batch)

@@ -77,7 +77,6 @@ class Simulation:
         self.transfer_gbps = transfer_bandwidth(plan) if plan.mode == "disagg" else 0.0
         self.destination_missing = plan.kv_transfer_timing == "destination_missing"
         self.frontend_ms = plan.frontend_latency_ms
-        self.pending: dict[int, deque[tuple[Request, Request, Rank]]] = {}
         self.held: deque[Request] = deque()  # the entry router's admission queue
         self.workers = [worker for pool in self.pools for worker in pool.workers]
         self.ranks = [rank for pool in self.pools for rank in pool.ranks]
@@ -125,7 +124,7 @@ class Simulation:
         for pool in self.pools:
             fpm = []
             for rank in pool.ranks:
-                queued = (r for r, _, _ in self.pending.get(id(rank), ()))
+                queued = (r for r, _, _ in rank.pending_destinations)
                 fpm.append(fpm_snapshot(rank, queued, self._seen.get(id(rank))))
                 self._seen[id(rank)] = rank.last_pass
             roles[pool.role] = self.lifecycle.state(pool, fpm)
@@ -196,7 +195,7 @@ class Simulation:
 
     def _retire_if_idle(self, worker: Worker, now: float) -> None:
         """A draining worker leaves once it holds no work (nor KV on its way to it)."""
-        if worker.busy or worker.has_work() or any(self.pending.get(id(rank)) for rank in worker.ranks):
+        if worker.busy or worker.has_work() or any(rank.pending_destinations for rank in worker.ranks):
             return
         pool, _ = self.lifecycle.draining.pop(id(worker))
         self.workers.remove(worker)
@@ -299,16 +298,14 @@ class Simulation:
             self.collector.reject(r)
             self._complete(r, now)
             return
-        queue = self.pending.get(id(rank))
-        if queue is None:
-            queue = self.pending[id(rank)] = deque()
+        queue = rank.pending_destinations
         queue.append((r, prefilled, source))
         if len(queue) == 1:
             self._reserve(rank, now)
 
     def _reserve(self, rank: Rank, now: float) -> None:
         """Start the transfers of queued prompts, in order, while the decode rank has room."""
-        queue = self.pending.get(id(rank))
+        queue = rank.pending_destinations
         if not queue:
             return
         # Blocks are taken at each pass's start: a running stretch keeps only its passes that
@@ -321,8 +318,9 @@ class Simulation:
             if missing is None:
                 return
             queue.popleft()
-            blocks = missing if self.destination_missing else -(-r.num_computed // self.block_size)
-            tokens = min(blocks * self.block_size, r.prompt_len)
+            tokens = r.prompt_len
+            if self.destination_missing:
+                tokens = min(missing * self.block_size, tokens)
             bytes_per_ms = self.transfer_gbps * 1e6  # GB/s
             sent = tokens * self.pools[0].engine.kv_bytes_per_token_per_gpu
             ms = sent / bytes_per_ms if bytes_per_ms else 0.0
@@ -439,10 +437,13 @@ class Simulation:
                     for link in rank.link_work(now):
                         self._schedule_link(link, rank)
                 if end <= now and not any(rank.num_running for rank in worker.ranks):
-                    # Nothing fits until something elsewhere frees KV (a prefill worker
-                    # holding prompts not yet sent): idle until the next event.
                     worker.busy = False
-                    stalled.add(id(worker))
+                    if any(rank.preempted_in_pass for rank in worker.ranks):
+                        started_instant = True  # the next pass, at once, may admit what it freed
+                    else:
+                        # Nothing fits until something elsewhere frees KV (a prefill worker
+                        # holding prompts not yet sent): idle until the next event.
+                        stalled.add(id(worker))
                     continue
                 self._push(end, _PASS_END, (worker, worker.version))
                 started_instant |= end <= now

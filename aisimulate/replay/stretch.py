@@ -43,10 +43,10 @@ class DecodeStretches:
         changes until :meth:`commit_stretch`."""
         if self.exact:
             return None
-        # Arrived KV joins at the start of the pass either way; promoting it here lets the run
-        # of decode-only passes start with it.
-        if self.materialized:
-            self._promote_materialized(self.pass_idx)
+        # Arrived KV joins the first pass either way; admitting it here lets the run of
+        # decode-only passes start with it.
+        if self.materialized and not self._promote_for_stretch(self.pass_idx):
+            return None
         if self.prefilling or not self.decoders or self._head_could_start():
             return None
         heap = self._finish_heap
@@ -69,6 +69,8 @@ class DecodeStretches:
         # A KV-aware router reads which blocks are cached: then a run must not evict any.
         available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
         if d * (passes // bs + 1) > available:  # blocks might run out: find where
+            if self.stretch_blocks(MIN_STRETCH_PASSES) > available:
+                return None  # a full pool (decode KV under pressure): not even a short run
             need = np.asarray(self.residue, dtype=np.int64)[(p + np.arange(passes)) % bs]
             passes = min(passes, int(np.searchsorted(np.cumsum(need), available, side="right")))
             if passes < MIN_STRETCH_PASSES:

@@ -1,6 +1,8 @@
+import numpy as np
 import pytest
 
 from aisimulate.perf import BatchShape, PolynomialPerfModel
+from aisimulate.perf.model import BatchArrays
 from aisimulate.perf.polynomial import decode_ms, prefill_ms
 
 
@@ -24,6 +26,22 @@ def test_prefill_numbers_from_the_observed_reference():
     assert prefill_ms(1, 8192, 0) == pytest.approx(169, abs=0.5)
     # Chunks pay nothing for earlier context: the second 8k chunk of a 16k prompt costs the same.
     assert prefill_ms(1, 16384, 8192) == prefill_ms(1, 8192, 0)
+
+
+def test_batch_means_are_whole_tokens():
+    # The reference divides the batch's summed chunk ends and cached prefixes by the batch size
+    # in integers: 12 chunks of 8,192 new tokens in all, 100 cached, are priced as 12 x 682.
+    expected = reference_prefill(12 * ((8192 + 100) // 12 - 100 // 12))
+    batch = BatchShape(prefill_tokens=8192, prefill_requests=12, prefill_context_tokens=100)
+    assert PolynomialPerfModel().pass_time_ms(batch) == pytest.approx(expected, rel=1e-12)
+    arrays = BatchArrays(
+        decode_requests=np.zeros(1),
+        decode_context_tokens=np.zeros(1),
+        prefill_tokens=np.array([8192.0]),
+        prefill_requests=np.array([12.0]),
+        prefill_context_tokens=np.array([100.0]),
+    )
+    assert PolynomialPerfModel().pass_times_ms(arrays)[0] == pytest.approx(expected, rel=1e-12)
 
 
 def test_fully_cached_prompt_costs_no_prefill():
