@@ -67,14 +67,19 @@ def _int(raw: str, *, field: str, where: str, default: int | None = None, zero_i
     return value
 
 
+def _unrecorded(text: str) -> bool:
+    """A cell the exporting tool filled in for "not recorded"."""
+    return text.lower() in ("", "nan", "none", "unknown")
+
+
 def _version(raw: str) -> str:
     text = raw.strip()
-    return "" if text.lower() in ("", "nan", "none", "unknown") else text
+    return "" if _unrecorded(text) else text
 
 
 def _day(raw: str, *, where: str) -> date | None:
     text = raw.strip()
-    if text.lower() in ("", "nan", "none", "unknown"):
+    if _unrecorded(text):
         return None
     try:
         return date.fromisoformat(text[:10])

@@ -24,20 +24,16 @@ class DecodeDestination:
         """Hold destination blocks for a prompt arriving from a prefill worker; None if they do
         not fit yet (``committed``: blocks a running stretch has taken but not yet booked).
         Returns how many of its blocks are missing here (what must be sent)."""
-        if self.policy.name == "vllm" and self.num_running >= self.spec.max_num_seqs:
-            return None  # the vLLM core reserves only while a running slot is free
+        policy = self.policy
+        if policy.reserves_with_free_slot and self.num_running >= self.spec.max_num_seqs:
+            return None
         bs, unit, pool = self.block_size, self.unit, self.pool
         computed = r.prompt_len - 1  # the last prompt token is computed by the first decode step
-        # The vLLM-style core holds the whole prompt's blocks (its first step then takes none).
-        total = ceil_div(computed if self.policy.name == "sglang" else r.prompt_len, bs)
+        total = ceil_div(policy.destination_tokens(r), bs)
         matched, hot = pool.match_prefix(r.prompt_keys, computed // bs // unit)
         inactive_hits = sum(1 for key in r.prompt_keys[:matched] if key not in pool.active)
         cost = total - matched * unit + inactive_hits * unit
-        if self.policy.name == "trtllm":
-            room = pool.num_blocks - pool.num_active - self.reserved_blocks - committed
-            if r.final_blocks - hot * unit > room:
-                return None
-        elif cost > pool.available() - committed:
+        if not policy.destination_fits(self, r, cost, hot * unit, committed):
             return None
         pool.acquire(r.prompt_keys[:matched])
         pool.allocate_anon(total - matched * unit)
