@@ -10,8 +10,10 @@ the expanded list would.
 from __future__ import annotations
 
 import math
+import operator
 from array import array
 from collections.abc import Callable
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -83,8 +85,6 @@ class Collector:
         self.tiers_enabled = False
         self.gap_ms = array("d")
         self.gap_weight = array("q")
-        self.gap_chunks: list[np.ndarray] = []
-        self.chunk_weights: list[int] = []
         self.finished: list[Request] = []
         self.rejected: list[Request] = []
         self.committed_prefill_tokens = 0
@@ -129,21 +129,16 @@ class Collector:
         self.decode_steps += 1
         self.decode_step_tokens += tokens
 
-    def gaps(self, gaps_ms: np.ndarray, weight: int) -> None:
-        """The same ``weight`` decoders' gaps over several consecutive passes."""
-        self.gap_chunks.append(gaps_ms)
-        self.chunk_weights.append(weight)
-        self.emitted_tokens += weight * len(gaps_ms)
+    def gaps(self, ends_ms: list[float], weight: int) -> None:
+        """The same ``weight`` decoders' gaps between consecutive pass ends."""
+        n = len(ends_ms) - 1
+        self.gap_ms.extend(map(operator.sub, ends_ms[1:], ends_ms[:-1]))
+        self.gap_weight.extend(repeat(weight, n))
+        self.emitted_tokens += weight * n
 
     def all_gaps(self) -> tuple[np.ndarray, np.ndarray]:
         """(gap values, weights) of every recorded token gap."""
-        values = [np.frombuffer(self.gap_ms, dtype=np.float64), *self.gap_chunks]
-        weights = [np.frombuffer(self.gap_weight, dtype=np.int64)]
-        weights += [
-            np.full(len(c), w, dtype=np.int64)
-            for c, w in zip(self.gap_chunks, self.chunk_weights, strict=True)
-        ]
-        return np.concatenate(values), np.concatenate(weights)
+        return np.frombuffer(self.gap_ms, dtype=np.float64), np.frombuffer(self.gap_weight, dtype=np.int64)
 
     def finish(self, r: Request) -> None:
         self.finished.append(r)

@@ -14,8 +14,6 @@ Each pass is either an *extend* pass or a *decode* pass, never mixed:
 
 from __future__ import annotations
 
-import numpy as np
-
 from aisimulate.replay.engine import Rank, chunk_totals
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import ceil_div
@@ -199,7 +197,7 @@ class SglangRank(Rank):
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay)
         return done
 
-    def commit_stretch(self, ends: np.ndarray) -> list[Request]:
+    def commit_stretch(self, ends: list[float]) -> list[Request]:
         done = super().commit_stretch(ends)
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay * len(ends))
         return done

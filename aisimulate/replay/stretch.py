@@ -19,8 +19,10 @@ from aisimulate.perf.model import BatchArrays
 if TYPE_CHECKING:
     from aisimulate.replay.request import Request
 
-# Shorter decode-only runs are cheaper pass by pass than as one vectorised stretch.
-MIN_STRETCH_PASSES = 6
+# Runs up to this many passes are priced one scalar call per pass: numpy's per-call overhead
+# outweighs the arithmetic there. Even a single decode-only pass is cheaper as a stretch than
+# as a stepped pass (no admission scan, one event).
+SCALAR_STRETCH_PASSES = 8
 
 
 class DecodeStretches:
@@ -35,12 +37,12 @@ class DecodeStretches:
 
     def plan_stretch(
         self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")
-    ) -> np.ndarray | None:
+    ) -> list[float] | None:
         """End times of the identical decode-only passes from now up to (and including) the
-        next completion, if at least ``MIN_STRETCH_PASSES`` of them need no preemption and
-        start before ``horizon_ms`` (the next arrival, which may cut the run); passes ending
-        after ``until_ms`` (a timeline sample) are left out. None when not worth it. Nothing
-        changes until :meth:`commit_stretch`."""
+        next completion that need no preemption and start before ``horizon_ms`` (the next
+        arrival, which may cut the run); passes ending after ``until_ms`` (a timeline sample)
+        are left out. None when the next pass must be stepped. Nothing changes until
+        :meth:`commit_stretch`."""
         if self.exact:
             return None
         # Arrived KV joins the first pass either way; admitting it here lets the run of
@@ -52,29 +54,20 @@ class DecodeStretches:
         heap = self._finish_heap
         while heap[0] not in self.finish_at:
             heapq.heappop(heap)
-        p, bs = self.pass_idx, self.block_size
-        passes = heap[0] - p + 1
-        if passes < MIN_STRETCH_PASSES:
-            return None
-        horizon_ms = min(horizon_ms, until_ms)
-        if horizon_ms != float("inf"):
-            d = len(self.decoders)
-            ctx = self.dec_ctx + d
-            first = self.perf.time_ms(0, 0, 0.0, 0, d, ctx, self.tokens_per_step, ctx, self.capacity_tokens)
-            reach = int((horizon_ms - now_ms) / first) + 2  # passes only grow longer
-            if reach < MIN_STRETCH_PASSES:
-                return None
-            passes = min(passes, reach)
-        d = len(self.decoders)
+        passes = heap[0] - self.pass_idx + 1
         # A KV-aware router reads which blocks are cached: then a run must not evict any.
         available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
-        if d * (passes // bs + 1) > available:  # blocks might run out: find where
-            if self.stretch_blocks(MIN_STRETCH_PASSES) > available:
-                return None  # a full pool (decode KV under pressure): not even a short run
-            need = np.asarray(self.residue, dtype=np.int64)[(p + np.arange(passes)) % bs]
-            passes = min(passes, int(np.searchsorted(np.cumsum(need), available, side="right")))
-            if passes < MIN_STRETCH_PASSES:
-                return None
+        passes = self._passes_with_blocks(passes, available)
+        if not passes:
+            return None  # the next pass must preempt: step it
+        if passes <= SCALAR_STRETCH_PASSES:
+            return self._scalar_stretch(now_ms, passes, horizon_ms, until_ms)
+        d = len(self.decoders)
+        horizon_ms = min(horizon_ms, until_ms)
+        if horizon_ms != float("inf"):
+            ctx = self.dec_ctx + d
+            first = self.perf.time_ms(0, 0, 0.0, 0, d, ctx, self.tokens_per_step, ctx, self.capacity_tokens)
+            passes = min(passes, int((horizon_ms - now_ms) / first) + 2)  # passes only grow longer
         # The batch's context after each pass: one more token per decoder per pass (whole
         # numbers, exact in float64 however they are summed).
         ctx = np.arange(self.dec_ctx + d, self.dec_ctx + d * passes + 1, d, dtype=np.float64)
@@ -97,6 +90,36 @@ class DecodeStretches:
         self._stretch_start_ms = now_ms
         if until_ms != float("inf"):
             ends = ends[: max(int(ends.searchsorted(until_ms, side="right")), 1)]
+        return ends.tolist()
+
+    def _passes_with_blocks(self, passes: int, available: int) -> int:
+        """How many of the next ``passes`` decode-only passes find their blocks in ``available``."""
+        d, bs, p, residue = len(self.decoders), self.block_size, self.pass_idx, self.residue
+        # Every block_size consecutive passes take one block per decoder, whatever the offset.
+        cycles = min(available // d, passes // bs)
+        taken, k = cycles * d, cycles * bs
+        while k < passes:
+            taken += residue[(p + k) % bs]
+            if taken > available:
+                break
+            k += 1
+        return k
+
+    def _scalar_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> list[float]:
+        """``plan_stretch`` for a short run: the same passes, priced one by one."""
+        d, time_ms = len(self.decoders), self.perf.time_ms
+        per_step, capacity = self.tokens_per_step, self.capacity_tokens
+        ends: list[float] = []
+        end, ctx = now_ms, self.dec_ctx
+        for _ in range(passes):
+            ctx += d
+            end += time_ms(0, 0, 0.0, 0, d, ctx, per_step, ctx, capacity)
+            if end > until_ms and ends:
+                break
+            ends.append(end)
+            if end >= horizon_ms:
+                break  # the next pass would start at or after the next arrival
+        self._stretch_start_ms = now_ms
         return ends
 
     def stretch_blocks(self, passes: int) -> int:
@@ -110,7 +133,7 @@ class DecodeStretches:
         tail = sum(residue[:wrapped]) if wrapped > 0 else 0
         return cycles * len(self.decoders) + sum(residue[start : start + rest]) + tail
 
-    def commit_stretch(self, ends: np.ndarray) -> list[Request]:
+    def commit_stretch(self, ends: list[float]) -> list[Request]:
         """Apply the first ``len(ends)`` passes of the planned stretch."""
         k = len(ends)
         p, d = self.pass_idx, len(self.decoders)
@@ -120,13 +143,13 @@ class DecodeStretches:
         active = self.pool.num_active
         if active > self.max_active_blocks:
             self.max_active_blocks = active
-        first, last = ends.item(0), ends.item(-1)
+        first, last = ends[0], ends[-1]
         self.pass_end_ms.append(first)
         self._decoder_gaps(first, d)
         if k > 1:
-            self.collector.gaps(ends[1:] - ends[:-1], d)
-            self.pass_end_ms.extend(ends[1:].tolist())
-        last_start = ends.item(-2) if k > 1 else self._stretch_start_ms
+            self.collector.gaps(ends, d)
+            self.pass_end_ms.extend(ends[1:])
+        last_start = ends[-2] if k > 1 else self._stretch_start_ms
         self._last_start_ms, self._last_end_ms = last_start, last
         self.last_pass = (0, 0, d, self.dec_ctx + d * k, last - last_start)
         self.dec_ctx += d * k

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,7 +107,7 @@ class Worker:
         self.busy = False
         self.version = 0  # bumps whenever the pending pass end moves
         self._stepping: list[Rank] = []
-        self._stretch: np.ndarray | None = None
+        self._stretch: list[float] | None = None
         self._stretches = stretches and len(ranks) == 1
 
     def has_work(self) -> bool:
@@ -125,7 +126,7 @@ class Worker:
             ends = self.ranks[0].plan_stretch(now_ms, horizon_ms, until_ms)
             if ends is not None:
                 self._stretch = ends
-                return ends.item(-1)
+                return ends[-1]
         self._stepping = [rank for rank in self.ranks if rank.has_work()]
         durations = [rank.begin_pass(now_ms) for rank in self._stepping]
         return now_ms + max(durations, default=0.0)
@@ -137,12 +138,12 @@ class Worker:
         ends = self._stretch
         if ends is None or len(ends) == 1:
             return None
-        keep = 1 + lag + min(int(ends.searchsorted(now_ms)), len(ends) - 1)
+        keep = 1 + lag + min(bisect_left(ends, now_ms), len(ends) - 1)
         if keep >= len(ends):
             return None
         self._stretch = ends[:keep]
         self.version += 1
-        return ends.item(keep - 1)
+        return ends[keep - 1]
 
     @property
     def stretch_passes(self) -> int:
