@@ -10,10 +10,9 @@ the expanded list would.
 from __future__ import annotations
 
 import math
-import operator
 from array import array
 from collections.abc import Callable
-from itertools import repeat
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -85,6 +84,8 @@ class Collector:
         self.tiers_enabled = False
         self.gap_ms = array("d")
         self.gap_weight = array("q")
+        self.gap_chunks: list[list[float]] = []  # stretches' pass ends, each with its decoders
+        self.chunk_weights: list[int] = []
         self.finished: list[Request] = []
         self.rejected: list[Request] = []
         self.committed_prefill_tokens = 0
@@ -130,15 +131,26 @@ class Collector:
         self.decode_step_tokens += tokens
 
     def gaps(self, ends_ms: list[float], weight: int) -> None:
-        """The same ``weight`` decoders' gaps between consecutive pass ends."""
-        n = len(ends_ms) - 1
-        self.gap_ms.extend(map(operator.sub, ends_ms[1:], ends_ms[:-1]))
-        self.gap_weight.extend(repeat(weight, n))
-        self.emitted_tokens += weight * n
+        """The same ``weight`` decoders' gaps between consecutive pass ends (a stretch's passes:
+        kept as given, differenced once for all in :meth:`all_gaps`)."""
+        self.gap_chunks.append(ends_ms)
+        self.chunk_weights.append(weight)
+        self.emitted_tokens += weight * (len(ends_ms) - 1)
 
     def all_gaps(self) -> tuple[np.ndarray, np.ndarray]:
         """(gap values, weights) of every recorded token gap."""
-        return np.frombuffer(self.gap_ms, dtype=np.float64), np.frombuffer(self.gap_weight, dtype=np.int64)
+        chunks = self.gap_chunks
+        lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
+        ends = np.fromiter(chain.from_iterable(chunks), dtype=np.float64, count=int(lengths.sum()))
+        # Differences within each chunk only: drop those across a boundary between two.
+        within = np.ones(max(len(ends) - 1, 0), dtype=bool)
+        within[np.cumsum(lengths)[:-1] - 1] = False
+        values = np.concatenate(
+            [np.frombuffer(self.gap_ms, dtype=np.float64), (ends[1:] - ends[:-1])[within]]
+        )
+        chunked = np.repeat(np.asarray(self.chunk_weights, dtype=np.int64), lengths - 1)
+        weights = np.concatenate([np.frombuffer(self.gap_weight, dtype=np.int64), chunked])
+        return values, weights
 
     def finish(self, r: Request) -> None:
         self.finished.append(r)

@@ -95,6 +95,8 @@ class DecodeStretches:
     def _passes_with_blocks(self, passes: int, available: int) -> int:
         """How many of the next ``passes`` decode-only passes find their blocks in ``available``."""
         d, bs, p, residue = len(self.decoders), self.block_size, self.pass_idx, self.residue
+        if d * (passes // bs + 1) <= available:
+            return passes  # room for all, however the residue classes fall
         # Every block_size consecutive passes take one block per decoder, whatever the offset.
         cycles = min(available // d, passes // bs)
         taken, k = cycles * d, cycles * bs
