@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # Runs up to this many passes are priced one scalar call per pass: numpy's per-call overhead
 # outweighs the arithmetic there. Even a single decode-only pass is cheaper as a stretch than
 # as a stepped pass (no admission scan, one event).
-SCALAR_STRETCH_PASSES = 8
+SCALAR_STRETCH_PASSES = 16
 
 
 class DecodeStretches:
