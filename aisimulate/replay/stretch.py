@@ -1,10 +1,11 @@
-"""Decode-only stretches: a run of identical passes priced in one call and booked at once.
+"""Decode-only stretches: a run of identical passes planned at once and booked at once.
 
 Between two events that could change a rank's batch (its next completion, an arrival it could
 admit), every pass decodes the same requests: each adds one token, so the batch's context grows by
 the decoder count per pass and the blocks it takes follow the residue classes. The whole run is
-priced with one vectorised perf-model call and committed when it ends, or cut short by
-``Worker.cut`` when a request arrives that a later pass could take.
+priced up front (a long run with one vectorised perf-model call) and committed when it ends, or
+cut short by ``Worker.cut`` when a request arrives that a later pass could take: one event for
+the run instead of one per pass.
 """
 
 from __future__ import annotations
