@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aisimulate.replay.metrics import distribution, rank_of
+from aisimulate.replay.metrics import Collector, distribution, rank_of
 from aisimulate.replay.plan import SLA
 
 from .conftest import burst, run
@@ -61,3 +61,15 @@ def test_summary_formulas_on_a_tiny_case():
     assert s["mean_e2e_latency_ms"] == pytest.approx(np.mean([r["e2e_latency_ms"] for r in recs]))
     assert s["gpu_hours"] == pytest.approx(s["duration_ms"] / 3.6e6)
     assert s["decode_gpus_per_worker"] == 1 and s["prefill_worker_seconds"] == 0
+
+
+def test_stretch_gaps_are_differenced_within_each_stretch_only():
+    collector = Collector()
+    collector.gap(7.0, 1)
+    collector.gaps([0.0, 1.0, 3.0], 2)  # two passes of a stretch: gaps 1 and 2, two decoders each
+    collector.gaps([10.0, 14.0], 5)  # the 3 -> 10 step between stretches is no gap
+    values, weights = collector.all_gaps()
+    assert values.tolist() == [7.0, 1.0, 2.0, 4.0]
+    assert weights.tolist() == [1, 2, 2, 5]
+    assert collector.emitted_tokens == 1 + 2 * 2 + 5
+    assert distribution(values, weights)["mean"] == pytest.approx((7 + 2 + 4 + 20) / 10)
