@@ -61,8 +61,13 @@ class DecodeStretches:
         passes = self._passes_with_blocks(passes, available)
         if not passes:
             return None  # the next pass must preempt: step it
+        self._stretch_start_ms = now_ms
         if passes <= SCALAR_STRETCH_PASSES:
             return self._scalar_stretch(now_ms, passes, horizon_ms, until_ms)
+        return self._vector_stretch(now_ms, passes, horizon_ms, until_ms)
+
+    def _vector_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> list[float]:
+        """``plan_stretch`` for a long run: priced with one vectorised perf-model call."""
         d = len(self.decoders)
         horizon_ms = min(horizon_ms, until_ms)
         if horizon_ms != float("inf"):
@@ -88,7 +93,6 @@ class DecodeStretches:
         ends[0] = now_ms
         ends[1:] = times
         ends = np.add.accumulate(ends, out=ends)[1:]  # cumsum, minus its method's overhead
-        self._stretch_start_ms = now_ms
         if until_ms != float("inf"):
             ends = ends[: max(int(ends.searchsorted(until_ms, side="right")), 1)]
         return ends.tolist()
@@ -122,7 +126,6 @@ class DecodeStretches:
             ends.append(end)
             if end >= horizon_ms:
                 break  # the next pass would start at or after the next arrival
-        self._stretch_start_ms = now_ms
         return ends
 
     def stretch_blocks(self, passes: int) -> int:
