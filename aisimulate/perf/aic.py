@@ -21,7 +21,7 @@ import functools
 import json
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,7 @@ from aisimulate.catalog.models import ModelSpec, publisher_config
 from aisimulate.catalog.systems import System
 from aisimulate.errors import ConfigError
 from aisimulate.perf.memory import check_backend
-from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args
+from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args, time_ms_pricer
 from aisimulate.perf.shape import ParallelShape, check_shape
 
 INSTALL_HINT = 'perf: aic needs the optional AIConfigurator backend: pip install "aisimulate[aic]"'
@@ -338,6 +338,11 @@ class AicPerfModel:
             prefill_tokens, prefill_requests, prefill_context_tokens, decode_requests, decode_context_tokens
         )
         return prefill + attention + non_attention
+
+    def decode_pricer(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> Callable[[float], float]:
+        return time_ms_pricer(self, decode_requests, tokens_per_step, kv_capacity_tokens)
 
     def pass_time_ms(self, batch: BatchShape) -> float:
         return self.time_ms(*batch_args(batch))

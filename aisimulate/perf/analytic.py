@@ -12,6 +12,7 @@ through every stage in turn, so its latency is the sum over stages plus the stag
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from aisimulate.perf.kernels import (
     moe_block,
 )
 from aisimulate.perf.memory import attention_params_per_rank, check_backend
-from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args
+from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args, time_ms_pricer
 from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
 
 _NO_COMM = Collective(0.0, 0.0)
@@ -289,6 +290,25 @@ class AnalyticPerfModel:
         if self.async_scheduling:
             return kernels if kernels > o else o
         return kernels + o
+
+    def decode_pricer(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> Callable[[float], float]:
+        if self._mtp_layer_fraction or decode_requests <= 0:
+            # The draft layers' attention grows with the context too: nothing simple to bind.
+            return time_ms_pricer(self, decode_requests, tokens_per_step, kv_capacity_tokens)
+        d, tps = decode_requests, tokens_per_step
+        # Only the generation attention reads the context; the sum keeps time_ms's order.
+        gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)
+        generation = self._s_generation
+        if self.async_scheduling:
+
+            def overlapped(ctx: float) -> float:
+                kernels = gemm + generation(d, ctx, tps) + moe + comm
+                return kernels if kernels > overhead else overhead
+
+            return overlapped
+        return lambda ctx: gemm + generation(d, ctx, tps) + moe + comm + overhead
 
     def explain(self, batch: BatchShape) -> PassBreakdown:
         """Components of one pass; under async scheduling ``overhead_ms`` is the visible part."""

@@ -8,7 +8,7 @@ The worker's KV state rides along because some providers (the reference's polyno
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -192,6 +192,22 @@ class PerfModel(Protocol):
     ) -> float:
         """The scalar hot path: plain numbers in (the fields of :class:`BatchShape`), ms out."""
         ...
+
+    def decode_pricer(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> Callable[[float], float]:
+        """``time_ms`` of a decode-only pass of these sequences as a function of their summed
+        context (which is also the active KV). A decode stretch prices many such passes in which
+        only the context grows, so a provider binds everything else once."""
+        ...
+
+
+def time_ms_pricer(
+    perf: PerfModel, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+) -> Callable[[float], float]:
+    """``decode_pricer`` for a provider with nothing worth binding: ``time_ms`` per pass."""
+    time_ms = perf.time_ms
+    return lambda ctx: time_ms(0, 0, 0.0, 0, decode_requests, ctx, tokens_per_step, ctx, kv_capacity_tokens)
 
 
 def batch_args(batch: BatchShape) -> tuple[float, ...]:

@@ -7,6 +7,8 @@ our replay with Dynamo's on equal terms, not to predict real hardware.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args
@@ -30,8 +32,12 @@ def prefill_ms(batch_size: float, mean_isl: float, mean_prefix: float) -> float:
 
 
 def decode_ms(active_kv_tokens: float, total_kv_tokens: float) -> float:
-    u = min(active_kv_tokens / total_kv_tokens, 1.0) if total_kv_tokens > 0 else 1.0
-    return max(DECODE_FLOOR_MS, DECODE_QUADRATIC * u * u + DECODE_LINEAR * u + DECODE_CONSTANT)
+    # Conditionals, not min()/max(): a decode stretch calls this once per pass.
+    u = active_kv_tokens / total_kv_tokens if total_kv_tokens > 0 else 1.0
+    if u > 1.0:
+        u = 1.0
+    ms = DECODE_QUADRATIC * u * u + DECODE_LINEAR * u + DECODE_CONSTANT
+    return ms if ms > DECODE_FLOOR_MS else DECODE_FLOOR_MS
 
 
 class PolynomialPerfModel:
@@ -74,6 +80,16 @@ class PolynomialPerfModel:
             kv_capacity_tokens,
         )
         return prefill + decode
+
+    def decode_pricer(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> Callable[[float], float]:
+        if not decode_requests:
+            return lambda ctx: 0.0
+        speedup = self.speedup_ratio
+        if speedup > 0:
+            return lambda ctx: decode_ms(ctx, kv_capacity_tokens) / speedup
+        return lambda ctx: decode_ms(ctx, kv_capacity_tokens)
 
     def pass_time_ms(self, batch: BatchShape) -> float:
         return self.time_ms(*batch_args(batch))

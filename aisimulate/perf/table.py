@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +198,14 @@ class TablePerfModel:
             else 0.0
         )
         return self._prefill(prefill_tokens) + decode
+
+    def decode_pricer(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> Callable[[float], float]:
+        if not decode_requests:
+            return lambda ctx: 0.0
+        decode = self._decode
+        return lambda ctx: decode(ctx, ctx / decode_requests)
 
     def pass_time_ms(self, batch: BatchShape) -> float:
         return self.time_ms(*batch_args(batch))

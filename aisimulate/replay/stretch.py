@@ -72,7 +72,7 @@ class DecodeStretches:
         horizon_ms = min(horizon_ms, until_ms)
         if horizon_ms != float("inf"):
             ctx = self.dec_ctx + d
-            first = self.perf.time_ms(0, 0, 0.0, 0, d, ctx, self.tokens_per_step, ctx, self.capacity_tokens)
+            first = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)(ctx)
             passes = min(passes, int((horizon_ms - now_ms) / first) + 2)  # passes only grow longer
         # The batch's context after each pass: one more token per decoder per pass (whole
         # numbers, exact in float64 however they are summed).
@@ -114,13 +114,13 @@ class DecodeStretches:
 
     def _scalar_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> list[float]:
         """``plan_stretch`` for a short run: the same passes, priced one by one."""
-        d, time_ms = len(self.decoders), self.perf.time_ms
-        per_step, capacity = self.tokens_per_step, self.capacity_tokens
+        d = len(self.decoders)
+        price = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)
         ends: list[float] = []
         end, ctx = now_ms, self.dec_ctx
         for _ in range(passes):
             ctx += d
-            end += time_ms(0, 0, 0.0, 0, d, ctx, per_step, ctx, capacity)
+            end += price(ctx)
             if end > until_ms and ends:
                 break
             ends.append(end)

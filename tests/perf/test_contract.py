@@ -88,6 +88,14 @@ class PerfModelContract:
         ]
         np.testing.assert_allclose(model.pass_times_ms(arrays), expected, rtol=1e-9)
 
+    @pytest.mark.parametrize(("decoders", "tokens_per_step"), [(1, 1.0), (64, 1.0), (48, 3.0)])
+    def test_decode_pricer_is_time_ms(self, decoders, tokens_per_step):
+        """A stretch's pass prices are exactly the scalar path's, context by context."""
+        model = self.make()
+        price = model.decode_pricer(decoders, tokens_per_step, 500_000)
+        for ctx in (decoders * 100, decoders * 2048 + 7, 450_000, 600_000):
+            assert price(ctx) == model.time_ms(0, 0, 0.0, 0, decoders, ctx, tokens_per_step, ctx, 500_000)
+
 
 def _fields(batch: BatchShape) -> dict:
     return {name: getattr(batch, name) for name in batch.__slots__}
@@ -105,9 +113,26 @@ class TestAnalyticDense(PerfModelContract):
         )
 
 
+class TestAnalyticAsync(PerfModelContract):
+    def make(self):
+        model, system = get_model("meta-llama/Llama-3.1-8B"), get_system("h100_sxm")
+        return AnalyticPerfModel(model, system, ParallelShape(), async_scheduling=True)
+
+
+class TestAnalyticMtp(PerfModelContract):
+    def make(self):
+        model, system = get_model("Qwen/Qwen3-30B-A3B"), get_system("h200_sxm")
+        return AnalyticPerfModel(model, system, ParallelShape(), nextn=2)
+
+
 class TestPolynomial(PerfModelContract):
     def make(self):
         return PolynomialPerfModel()
+
+
+class TestPolynomialSpeedup(PerfModelContract):
+    def make(self):
+        return PolynomialPerfModel(speedup_ratio=2.5)
 
 
 class TestTable(PerfModelContract):
