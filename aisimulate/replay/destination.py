@@ -39,6 +39,7 @@ class DecodeDestination:
         pool.allocate_anon(total - matched * unit)
         r.n_keyed, r.n_blocks, r.num_computed = matched * unit, total, computed
         self.reserved_blocks += r.final_blocks - total
+        self._note_peak()
         return total - matched * unit
 
     def activate(self, r: Request) -> None:
@@ -51,7 +52,7 @@ class DecodeDestination:
         nobody), or an arrival's first step starts a block."""
         if self.num_running >= self.spec.max_num_seqs or not self._materialized_next():
             return True
-        if self.residue[p % self.block_size] > self.pool.available():
+        if self.ledger.blocks(p) > self.pool.available():
             return False
         while self.num_running < self.spec.max_num_seqs and self._materialized_next():
             if self.materialized[0].num_computed % self.block_size == 0:
@@ -88,7 +89,7 @@ class DecodeDestination:
         if new > self.pool.available():
             return None
         self.materialized.popleft()
-        self._start_decoding(self._next_admission(r), p)
+        self._start_decoding(self._next_admission(r), p, first_single=True)
         if new:
             self.pool.allocate_anon(new)
             self.reserved_blocks -= new

@@ -11,10 +11,10 @@ Each pass (``begin_pass`` at its start, ``end_pass`` when it ends):
    to completion and never preempts);
 3. the perf model prices the pass; every token it emits is stamped at the pass end.
 
-Decoding requests are kept as aggregates rather than visited every pass (the fast path): a
-request's computed length grows by one per pass, so it needs a new block on passes where
-``(pass - dec_pass0 + dec_nc0) % block_size == 0`` — a count per residue class — and it finishes on
-a pass known when it starts decoding. Per-pass work is therefore independent of the batch size.
+Decoding requests are kept as aggregates rather than visited every pass (the fast path): what
+each emits and takes on every pass until it finishes is known when it starts decoding, and a
+:mod:`ledger <aisimulate.replay.ledger>` keeps the batch's totals per pass. Per-pass work is
+therefore independent of the batch size, speculative (MTP) bursts included.
 ``exact=True`` visits every decoding request every pass instead (the reference path the tests
 compare against).
 """
@@ -30,6 +30,7 @@ from aisimulate.perf.model import PerfModel
 from aisimulate.replay.destination import DecodeDestination
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
 from aisimulate.replay.kv_events import RankEvents
+from aisimulate.replay.ledger import BurstLedger, BurstSampler, OneTokenLedger
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers, SharedLink
 from aisimulate.replay.plan import EngineSpec
@@ -91,17 +92,17 @@ class Rank(DecodeStretches, DecodeDestination):
         self._to_onboard: list[tuple[Request, int, int, int]] = []
         self.capacity_tokens = num_gpu_blocks * spec.block_size
         self.tokens_per_step = tokens_per_step
-        # The aggregate decode step assumes every decoding request fits the token budget, that a
-        # victim is never a request already scheduled in the pass (true for LIFO only), and that
-        # each decoder emits one token per pass (not a random MTP burst).
+        # The aggregate decode step assumes every decoding request fits the token budget and
+        # that a victim is never a request already scheduled in the pass (true for LIFO only).
         self.exact = (
-            exact
-            or spec.max_num_seqs > spec.max_num_batched_tokens
-            or spec.preemption_mode == "fifo"
-            or spec.nextn > 0
+            exact or spec.max_num_seqs > spec.max_num_batched_tokens or spec.preemption_mode == "fifo"
         )
-        self._accept_rates = spec.accept_rates
-        self._mtp_rng = np.random.default_rng([spec.mtp_seed, worker, rank])
+        self._bursts: BurstSampler | None = None
+        self.ledger: OneTokenLedger | BurstLedger = OneTokenLedger(spec.block_size)
+        if spec.accept_rates:
+            rng = np.random.default_rng([spec.mtp_seed, worker, rank])
+            self._bursts = BurstSampler(spec.accept_rates, rng)
+            self.ledger = BurstLedger(spec.block_size)
         self.waiting: deque[Request] = deque()
         # Decode role: requests whose KV arrived from a prefill worker, ready to decode.
         self.materialized: deque[Request] = deque()
@@ -113,7 +114,6 @@ class Rank(DecodeStretches, DecodeDestination):
         self._admissions = 0
         self.pass_idx = 0
         self.pass_end_ms: list[float] = []
-        self.residue = [0] * spec.block_size
         self.finish_at: dict[int, list[Request]] = {}
         self._finish_heap: list[int] = []
         self.dec_ctx = 0  # sum over decoders of computed tokens at the start of the pass
@@ -189,6 +189,12 @@ class Rank(DecodeStretches, DecodeDestination):
         self.collector.tier_hit(g2 * self.unit * self.block_size, g3 * self.unit * self.block_size)
         return True
 
+    def _note_peak(self) -> None:
+        """Track the most blocks ever in use (after a pass took its own, or a reservation)."""
+        active = self.pool.num_active
+        if active > self.max_active_blocks:
+            self.max_active_blocks = active
+
     # ---- queries -------------------------------------------------------------------------
     @property
     def num_running(self) -> int:
@@ -212,7 +218,9 @@ class Rank(DecodeStretches, DecodeDestination):
         return True
 
     # ---- decode-phase bookkeeping --------------------------------------------------------
-    def _start_decoding(self, r: Request, next_pass: int) -> None:
+    def _start_decoding(self, r: Request, next_pass: int, *, first_single: bool = False) -> None:
+        """r decodes from ``next_pass`` on (``first_single``: that step emits one token, even
+        with speculative decoding)."""
         decoders = self.decoders
         # Running order is admission order (LIFO preemption takes the last): a prompt that
         # finishes after requests admitted later goes in ahead of them.
@@ -222,12 +230,13 @@ class Rank(DecodeStretches, DecodeDestination):
         decoders[r.admit_seq] = r
         for seq, other in reversed(later):
             decoders[seq] = other
+        r.dec_pass0, r.dec_nc0, r.dec_gen0 = next_pass, r.num_computed, r.generated
+        if self._bursts is not None:
+            r.bursts = self._bursts.draw(r.max_output - r.generated, first_single=first_single)
         if self.exact:
             return
         self._fresh.append(r)
-        r.dec_pass0, r.dec_nc0, r.dec_gen0 = next_pass, r.num_computed, r.generated
-        self.residue[(next_pass - r.num_computed) % self.block_size] += 1
-        r.finish_pass = next_pass + (r.max_output - r.generated) - 1
+        r.finish_pass = next_pass + self.ledger.start(r, next_pass) - 1
         bucket = self.finish_at.get(r.finish_pass)
         if bucket is None:
             self.finish_at[r.finish_pass] = [r]
@@ -239,13 +248,14 @@ class Rank(DecodeStretches, DecodeDestination):
     def _materialize(self, r: Request, p: int) -> None:
         """Write a fast-path decoder's implicit state into its fields as of the start of pass p."""
         passes = p - r.dec_pass0
-        r.num_computed = r.dec_nc0 + passes
-        r.generated = r.dec_gen0 + passes
+        done = self.ledger.done(r, passes)
+        r.num_computed = r.dec_nc0 + done
+        r.generated = r.dec_gen0 + done
         r.n_blocks = ceil_div(r.num_computed, self.block_size)
         if passes > 0:
             r.last_token_ms = self.pass_end_ms[p - 1]
-            # The decode phase's k-th token came out at the end of pass dec_pass0 + k - 1.
-            second = r.dec_pass0 + 1 - r.dec_gen0
+            # The second token came out with the first decode step, or else with the next one.
+            second = r.dec_pass0 + (r.dec_gen0 + self.ledger.done(r, 1) < 2)
             if r.second_token_ms is None and r.dec_gen0 <= 1 and second < p:
                 r.second_token_ms = self.pass_end_ms[second]
 
@@ -257,7 +267,7 @@ class Rank(DecodeStretches, DecodeDestination):
         if r in self._fresh:
             self._fresh.remove(r)
         self._materialize(r, p)
-        self.residue[(r.dec_pass0 - r.dec_nc0) % self.block_size] -= 1
+        self.ledger.stop(r, p)
         bucket = self.finish_at[r.finish_pass]
         bucket.remove(r)
         if not bucket:
@@ -403,9 +413,7 @@ class Rank(DecodeStretches, DecodeDestination):
         if chunks:
             self._completing = [r for _, _, r in chunks if r.num_computed == r.seq_len]
 
-        active = self.pool.num_active
-        if active > self.max_active_blocks:
-            self.max_active_blocks = active
+        self._note_peak()
         if self.role == "decode" and chunks:
             # A decode worker recomputing preempted requests is charged no prefill (the
             # reference prices none on decode workers); one whose recompute completes is
@@ -433,34 +441,30 @@ class Rank(DecodeStretches, DecodeDestination):
         return ms
 
     def _decode_fast(self, p: int, budget: int) -> tuple[int, int, int]:
-        bs = self.block_size
-        need = self.residue[p % bs]
+        ledger = self.ledger
+        need = ledger.blocks(p)
         while need > self.pool.available():
             victim = self._newest_running()
-            in_class = (
-                victim is not None
-                and victim.admit_seq in self.decoders
-                and ((victim.dec_pass0 - victim.dec_nc0) % bs == p % bs)
+            own = (
+                ledger.own_blocks(victim, p)
+                if victim is not None and victim.admit_seq in self.decoders
+                else 0
             )
             self._make_room(self.pool.available() + 1, p)
-            if in_class:
-                need -= 1
+            need -= own
         if need:
             self.pool.allocate_anon(need)
             self.reserved_blocks -= need
         d = len(self.decoders)
-        # Each decoder attends to its computed tokens plus the one it computes now.
-        return budget - d, d, self.dec_ctx + d
+        # Each decoder attends to its computed tokens plus the ones it computes now.
+        return budget - d, d, self.dec_ctx + ledger.tokens(p)
 
-    def _burst(self, remaining: int) -> int:
-        """Tokens a decoder emits this step: one, plus each draft accepted before the first
-        rejection (MTP), capped by the output it has left."""
-        tokens = 1
-        for rate in self._accept_rates:
-            if self._mtp_rng.random() >= rate:
-                break
-            tokens += 1
-        return min(tokens, remaining)
+    def _step_tokens(self, r: Request) -> int:
+        """Tokens decoder r's next step emits on the exact path: one, or its next drawn burst."""
+        if r.bursts is None:
+            return 1
+        done = r.generated - r.dec_gen0
+        return int(r.bursts[r.bursts.searchsorted(done, side="right")]) - done
 
     def _decode_exact(self, p: int, budget: int) -> tuple[int, int, int]:
         bs = self.block_size
@@ -470,7 +474,7 @@ class Rank(DecodeStretches, DecodeDestination):
                 continue  # preempted as a victim of an earlier request
             if budget <= 0:
                 break
-            burst = self._burst(r.max_output - r.generated) if self._accept_rates else 1
+            burst = self._step_tokens(r)
             new = ceil_div(r.num_computed + burst, bs) - r.n_blocks  # KV for the whole burst
             if new > 0:
                 if not self._make_room(new, p, r):
@@ -573,8 +577,10 @@ class Rank(DecodeStretches, DecodeDestination):
         else:
             d = len(self.decoders)
             if d:
+                tokens = self.ledger.tokens(p)
                 self._decoder_gaps(end_ms, d)
-                self.dec_ctx += d
+                self._count_steps(d, tokens)
+                self.dec_ctx += tokens
             if p in self.finish_at:
                 self._finish_decoders(p, finished)
         if self._completing:
@@ -595,11 +601,18 @@ class Rank(DecodeStretches, DecodeDestination):
             self.collector.gap(end_ms - self.pass_end_ms[-2], rest)
         fresh.clear()
 
+    def _count_steps(self, steps: int, tokens: int) -> None:
+        """Fast path: ``steps`` decode steps emitted ``tokens``; a burst's tokens beyond the
+        first share its pass end."""
+        if tokens > steps:
+            self.collector.gap(0.0, tokens - steps)
+        self.collector.decode_step(tokens, steps)
+
     def _finish_decoders(self, p: int, finished: list[Request]) -> None:
         """Fast path: decoders whose last token came out in pass p leave the aggregates."""
         for r in self.finish_at.pop(p, ()):
             del self.decoders[r.admit_seq]
-            self.residue[(r.dec_pass0 - r.dec_nc0) % self.block_size] -= 1
+            self.ledger.finish(r, p)
             self._materialize(r, p + 1)
             self.dec_ctx -= r.num_computed  # the terminal token it emitted is never computed
             finished.append(r)

@@ -125,9 +125,10 @@ class Collector:
         self.gap_weight.append(weight)
         self.emitted_tokens += weight
 
-    def decode_step(self, tokens: int) -> None:
-        """One decoder's step emitted ``tokens`` (more than one with speculative decoding)."""
-        self.decode_steps += 1
+    def decode_step(self, tokens: int, steps: int = 1) -> None:
+        """Decoders' ``steps`` steps emitted ``tokens`` (more than one a step with speculative
+        decoding)."""
+        self.decode_steps += steps
         self.decode_step_tokens += tokens
 
     def gaps(self, ends_ms: list[float], weight: int) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from aisimulate.replay.kv_cache import unit_keys
 from aisimulate.workload.request import RequestSpec
 
@@ -26,12 +28,16 @@ class Request:
     admit_seq: int = -1  # running order
     scheduled_take: int = 0  # tokens scheduled in the current pass
 
-    # Fast decode phase: at the start of rank pass p >= dec_pass0 the request has computed
-    # dec_nc0 + (p - dec_pass0) tokens and emitted dec_gen0 + (p - dec_pass0).
+    # Decode phase: from rank pass dec_pass0 on, starting from dec_nc0 computed and dec_gen0
+    # emitted tokens; each pass adds what the rank's ledger says it emits.
     dec_pass0: int = -1
     dec_nc0: int = 0
     dec_gen0: int = 0
     finish_pass: int = -1
+    # Speculative decoding: tokens out after each step of the current decode phase, drawn when
+    # it started, and (fast path) the blocks each step takes.
+    bursts: np.ndarray | None = None
+    burst_blocks: np.ndarray | None = None
 
     final_blocks: int = 0  # TRT-LLM: blocks reserved to completion
 

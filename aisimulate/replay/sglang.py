@@ -31,28 +31,12 @@ class SglangRank(Rank):
         self.ratio_decay = (self.ratio_init - self.ratio_min) / 600
         self.new_token_ratio = self.ratio_init
         self._extending = False
-        # Fast path: sum over decoders of (max_output - dec_gen0 + dec_pass0), so that their
-        # remaining outputs sum to this minus decoders x pass index.
-        self._remaining_base = 0
 
     # ---- bookkeeping hooks ---------------------------------------------------------------
-    def _start_decoding(self, r: Request, next_pass: int) -> None:
-        super()._start_decoding(r, next_pass)
-        if not self.exact:
-            self._remaining_base += r.max_output - r.dec_gen0 + r.dec_pass0
-
-    def _stop_decoding(self, r: Request, p: int) -> None:
-        if not self.exact:
-            self._remaining_base -= r.max_output - r.dec_gen0 + r.dec_pass0
-        super()._stop_decoding(r, p)
-
-    def _finish_decoders(self, p: int, finished: list[Request]) -> None:
-        for r in self.finish_at.get(p, ()):
-            self._remaining_base -= r.max_output - r.dec_gen0 + r.dec_pass0
-        super()._finish_decoders(p, finished)
-
     def _generated(self, r: Request) -> int:
-        return r.generated if self.exact else r.dec_gen0 + self.pass_idx - r.dec_pass0
+        if self.exact:
+            return r.generated
+        return r.dec_gen0 + self.ledger.done(r, self.pass_idx - r.dec_pass0)
 
     def _promised_output(self) -> float:
         """Output room promised to running requests: sum of min(remaining, clip)."""
@@ -60,7 +44,7 @@ class SglangRank(Rank):
         if self.exact:
             remaining = [r.max_output - r.generated for r in self.decoders.values()]
             return float(sum(min(x, clip) for x in remaining))
-        total = self._remaining_base - len(self.decoders) * self.pass_idx
+        total = self.ledger.outputs_left(self.pass_idx)
         if total > clip:  # some request may exceed the clip: correct for those
             total -= sum(max(0, r.max_output - self._generated(r) - clip) for r in self.decoders.values())
         return float(total)
@@ -101,16 +85,14 @@ class SglangRank(Rank):
             _, d, d_ctx = self._decode_exact(p, len(self.decoders))
         else:
             _, d, d_ctx = self._decode_fast(p, len(self.decoders))
-        active = self.pool.num_active
-        if active > self.max_active_blocks:
-            self.max_active_blocks = active
+        self._note_peak()
         return self._price(0, 0, 0, 0.0, d, d_ctx, min(d_ctx, self.capacity_tokens))
 
     def _decode_need(self, p: int) -> int:
         if self.exact:
-            bs = self.block_size
-            return sum(1 for r in self.decoders.values() if r.num_computed % bs == 0)
-        return self.residue[p % self.block_size]
+            bs, step = self.block_size, self._step_tokens
+            return sum(ceil_div(r.num_computed + step(r), bs) - r.n_blocks for r in self.decoders.values())
+        return self.ledger.blocks(p)
 
     def _retract_for(self, p: int) -> None:
         """Retract fewest-output requests until one more token each fits."""

@@ -1,8 +1,8 @@
 """Decode-only stretches: a run of identical passes planned at once and booked at once.
 
 Between two events that could change a rank's batch (its next completion, an arrival it could
-admit), every pass decodes the same requests: each adds one token, so the batch's context grows by
-the decoder count per pass and the blocks it takes follow the residue classes. The whole run is
+admit), every pass decodes the same requests, whose tokens and blocks per pass the rank's ledger
+already holds (one token each, or their speculative bursts). The whole run is
 priced up front (a long run with one vectorised perf-model call) and committed when it ends, or
 cut short by ``Worker.cut`` when a request arrives that a later pass could take: one event for
 the run instead of one per pass.
@@ -58,7 +58,7 @@ class DecodeStretches:
         passes = heap[0] - self.pass_idx + 1
         # A KV-aware router reads which blocks are cached: then a run must not evict any.
         available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
-        passes = self._passes_with_blocks(passes, available)
+        passes = self.ledger.passes_with_blocks(self.pass_idx, passes, available)
         if not passes:
             return None  # the next pass must preempt: step it
         self._stretch_start_ms = now_ms
@@ -68,15 +68,13 @@ class DecodeStretches:
 
     def _vector_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> list[float]:
         """``plan_stretch`` for a long run: priced with one vectorised perf-model call."""
-        d = len(self.decoders)
+        d, p = len(self.decoders), self.pass_idx
         horizon_ms = min(horizon_ms, until_ms)
         if horizon_ms != float("inf"):
-            ctx = self.dec_ctx + d
+            ctx = self.dec_ctx + self.ledger.tokens(p)
             first = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)(ctx)
             passes = min(passes, int((horizon_ms - now_ms) / first) + 2)  # passes only grow longer
-        # The batch's context after each pass: one more token per decoder per pass (whole
-        # numbers, exact in float64 however they are summed).
-        ctx = np.arange(self.dec_ctx + d, self.dec_ctx + d * passes + 1, d, dtype=np.float64)
+        ctx = self.ledger.contexts(self.dec_ctx, p, passes)  # the batch's, after each pass
         decoders = np.empty(passes)
         decoders.fill(d)
         times = self.perf.pass_times_ms(
@@ -97,29 +95,13 @@ class DecodeStretches:
             ends = ends[: max(int(ends.searchsorted(until_ms, side="right")), 1)]
         return ends.tolist()
 
-    def _passes_with_blocks(self, passes: int, available: int) -> int:
-        """How many of the next ``passes`` decode-only passes find their blocks in ``available``."""
-        d, bs, p, residue = len(self.decoders), self.block_size, self.pass_idx, self.residue
-        if d * (passes // bs + 1) <= available:
-            return passes  # room for all, however the residue classes fall
-        # Every block_size consecutive passes take one block per decoder, whatever the offset.
-        cycles = min(available // d, passes // bs)
-        taken, k = cycles * d, cycles * bs
-        while k < passes:
-            taken += residue[(p + k) % bs]
-            if taken > available:
-                break
-            k += 1
-        return k
-
     def _scalar_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> list[float]:
         """``plan_stretch`` for a short run: the same passes, priced one by one."""
-        d = len(self.decoders)
-        price = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)
+        price = self.perf.decode_pricer(len(self.decoders), self.tokens_per_step, self.capacity_tokens)
         ends: list[float] = []
         end, ctx = now_ms, self.dec_ctx
-        for _ in range(passes):
-            ctx += d
+        for tokens in self.ledger.increments(self.pass_idx, passes):
+            ctx += tokens
             end += price(ctx)
             if end > until_ms and ends:
                 break
@@ -130,35 +112,28 @@ class DecodeStretches:
 
     def stretch_blocks(self, passes: int) -> int:
         """Blocks the decoders take over the next ``passes`` decode-only passes."""
-        p, bs = self.pass_idx, self.block_size
-        cycles, rest = divmod(passes, bs)
-        residue, start = self.residue, p % bs
-        # Over a whole cycle of block_size passes every decoder takes exactly one block; the
-        # rest take the blocks of the residue classes from the current pass on, wrapping around.
-        wrapped = start + rest - bs
-        tail = sum(residue[:wrapped]) if wrapped > 0 else 0
-        return cycles * len(self.decoders) + sum(residue[start : start + rest]) + tail
+        return self.ledger.blocks_over(self.pass_idx, passes)
 
     def commit_stretch(self, ends: list[float]) -> list[Request]:
         """Apply the first ``len(ends)`` passes of the planned stretch."""
         k = len(ends)
-        p, d = self.pass_idx, len(self.decoders)
-        blocks = self.stretch_blocks(k)
+        p, d, ledger = self.pass_idx, len(self.decoders), self.ledger
+        blocks = ledger.blocks_over(p, k)
+        tokens = ledger.tokens_over(p, k)
         self.pool.allocate_anon(blocks)
         self.reserved_blocks -= blocks
-        active = self.pool.num_active
-        if active > self.max_active_blocks:
-            self.max_active_blocks = active
+        self._note_peak()
         first, last = ends[0], ends[-1]
         self.pass_end_ms.append(first)
         self._decoder_gaps(first, d)
+        self._count_steps(d * k, tokens)
         if k > 1:
             self.collector.gaps(ends, d)
             self.pass_end_ms.extend(ends[1:])
         last_start = ends[-2] if k > 1 else self._stretch_start_ms
         self._last_start_ms, self._last_end_ms = last_start, last
-        self.last_pass = (0, 0, d, self.dec_ctx + d * k, last - last_start)
-        self.dec_ctx += d * k
+        self.last_pass = (0, 0, d, self.dec_ctx + tokens, last - last_start)
+        self.dec_ctx += tokens
         self.pass_idx += k
         finished: list[Request] = []
         self._finish_decoders(p + k - 1, finished)

@@ -63,3 +63,65 @@ def test_mtp_recomputes_one_more_cached_block():
 def test_bad_mtp_settings(kw, match):
     with pytest.raises(ValidationError, match=match):
         EngineSpec(**kw)
+
+
+MTP_SCENARIOS = {
+    "vllm": dict(backend="vllm"),
+    "sglang": dict(backend="sglang"),
+    "trtllm": dict(backend="trtllm", num_gpu_blocks=1500),
+    "kv_pressure": dict(backend="vllm", num_gpu_blocks=220),
+}
+
+
+@pytest.mark.parametrize("name", MTP_SCENARIOS)
+def test_mtp_fast_path_matches_the_exact_loop(name):
+    """Bursts are drawn per request when it starts decoding, so both paths see the same ones."""
+    kw = MTP_SCENARIOS[name]
+    workload = SyntheticWorkload(isl=700, osl=300, num_requests=60, concurrency=20)
+    fast = run_mtp(workload, exact=False, **kw).summary
+    exact = run_mtp(workload, exact=True, **kw).summary
+    assert fast["mean_tokens_per_step"] > 1.5
+    for key, value in exact.items():
+        if isinstance(value, int | float) and key != "wall_time_ms":
+            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+    if name == "kv_pressure":
+        assert fast["preemptions"] > 0
+
+
+def test_mtp_fast_path_matches_exact_in_disagg():
+    engine = dict(num_gpu_blocks=16384, nextn=2)
+    p = DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        mode="disagg",
+        prefill=EngineSpec(replicas=2, **engine),
+        decode=EngineSpec(replicas=2, **{**engine, "num_gpu_blocks": 600}),
+        kv_transfer_bandwidth_gbps=0,
+    )
+    workload = SyntheticWorkload(isl=900, osl=300, num_requests=90, concurrency=30)
+    fast = simulate(p, workload, perf="polynomial").summary
+    exact = simulate(p, workload, perf="polynomial", exact=True).summary
+    assert fast["mean_tokens_per_step"] > 1.5
+    for key, value in exact.items():
+        if isinstance(value, int | float) and key != "wall_time_ms":
+            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+
+
+def test_sglang_decodes_speculative_bursts():
+    workload = SyntheticWorkload(isl=700, osl=300, num_requests=40, concurrency=8)
+    plain = run_mtp(workload, backend="sglang", nextn=0).summary
+    mtp = run_mtp(workload, backend="sglang").summary
+    assert mtp["mean_tokens_per_step"] == pytest.approx(1 + 0.85 + 0.85 * 0.3, rel=0.03)
+    assert mtp["total_output_tokens"] == plain["total_output_tokens"] == 40 * 300
+    assert mtp["mean_tpot_ms"] < plain["mean_tpot_ms"]
+
+
+def run_mtp(workload, *, backend, exact=False, nextn=2, **engine):
+    engine.setdefault("num_gpu_blocks", 16384)
+    plan = DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        backend=backend,
+        agg=EngineSpec(nextn=nextn, **engine),
+    )
+    return simulate(plan, workload, perf="polynomial", exact=exact)
