@@ -254,10 +254,11 @@ class Rank(DecodeStretches, DecodeDestination):
         r.n_blocks = ceil_div(r.num_computed, self.block_size)
         if passes > 0:
             r.last_token_ms = self.pass_end_ms[p - 1]
-            # The second token came out with the first decode step, or else with the next one.
-            second = r.dec_pass0 + (r.dec_gen0 + self.ledger.done(r, 1) < 2)
-            if r.second_token_ms is None and r.dec_gen0 <= 1 and second < p:
-                r.second_token_ms = self.pass_end_ms[second]
+            if r.second_token_ms is None and r.dec_gen0 <= 1:
+                # The second token came out with the first decode step, or else the next one.
+                second = r.dec_pass0 + (r.dec_gen0 + self.ledger.done(r, 1) < 2)
+                if second < p:
+                    r.second_token_ms = self.pass_end_ms[second]
 
     def _stop_decoding(self, r: Request, p: int) -> None:
         """Take a decoder out of the aggregates at the start of pass p (before it is scheduled)."""
@@ -579,7 +580,8 @@ class Rank(DecodeStretches, DecodeDestination):
             if d:
                 tokens = self.ledger.tokens(p)
                 self._decoder_gaps(end_ms, d)
-                self._count_steps(d, tokens)
+                if self._bursts is not None:
+                    self._count_bursts(d, tokens)
                 self.dec_ctx += tokens
             if p in self.finish_at:
                 self._finish_decoders(p, finished)
@@ -601,9 +603,9 @@ class Rank(DecodeStretches, DecodeDestination):
             self.collector.gap(end_ms - self.pass_end_ms[-2], rest)
         fresh.clear()
 
-    def _count_steps(self, steps: int, tokens: int) -> None:
-        """Fast path: ``steps`` decode steps emitted ``tokens``; a burst's tokens beyond the
-        first share its pass end."""
+    def _count_bursts(self, steps: int, tokens: int) -> None:
+        """Fast path, speculative decoding: ``steps`` decode steps emitted ``tokens``; a burst's
+        tokens beyond the first share its pass end."""
         if tokens > steps:
             self.collector.gap(0.0, tokens - steps)
         self.collector.decode_step(tokens, steps)

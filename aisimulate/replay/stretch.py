@@ -126,7 +126,8 @@ class DecodeStretches:
         first, last = ends[0], ends[-1]
         self.pass_end_ms.append(first)
         self._decoder_gaps(first, d)
-        self._count_steps(d * k, tokens)
+        if self._bursts is not None:
+            self._count_bursts(d * k, tokens)
         if k > 1:
             self.collector.gaps(ends, d)
             self.pass_end_ms.extend(ends[1:])
