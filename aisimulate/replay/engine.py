@@ -22,7 +22,9 @@ compare against).
 from __future__ import annotations
 
 import heapq
+import weakref
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,6 +51,14 @@ def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, int,
     # sum() itself: it rounds floats its own way (compensated from Python 3.12 on).
     pairs = sum(take * (done + (take + 1) / 2) for take, done, _ in chunks)
     return tokens, len(chunks), context, float(pairs)
+
+
+def weak_callback(method: Callable[[list[int]], None]) -> Callable[[list[int]], None]:
+    """``method``, without keeping its object alive. A pool calling back into its rank through
+    bound methods would tie the two into a reference cycle: everything a replay built would then
+    wait for the cyclic garbage collector instead of being freed when the replay returns."""
+    ref = weakref.WeakMethod(method)
+    return lambda keys: ref()(keys)  # type: ignore[misc]
 
 
 class Rank(DecodeStretches, DecodeDestination):
@@ -83,8 +93,8 @@ class Rank(DecodeStretches, DecodeDestination):
             num_gpu_blocks,
             unit=unit,
             enable_prefix_caching=spec.enable_prefix_caching,
-            on_stored=self._stored,
-            on_removed=self._removed,
+            on_stored=weak_callback(self._stored),
+            on_removed=weak_callback(self._removed),
         )
         self.tiers: HostTiers | None = None  # host offload, attached by the pool builder
         self.kv_events: RankEvents | None = None  # a lagged KV router's view, attached likewise

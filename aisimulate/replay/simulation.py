@@ -524,7 +524,9 @@ def simulate(
     }
     started = time.perf_counter()
     collecting = gc.isenabled()
-    gc.disable()  # a replay allocates many long-lived objects and no reference cycles
+    # A replay allocates many objects and no reference cycles: no collection while it runs, and
+    # none walking its objects after it either, since they are freed as soon as it returns.
+    gc.disable()
     try:
         sim = Simulation(
             plan,
@@ -537,10 +539,29 @@ def simulate(
             max_sim_time_ms=max_sim_time_ms,
         )
         sim.run()
+        wall_ms = (time.perf_counter() - started) * 1000.0
+        return _report(
+            sim,
+            engines,
+            sla=sla,
+            wall_ms=wall_ms,
+            capture_requests=capture_requests,
+            config={"plan": plan.model_dump(), "seed": seed, "perf": perf, "exact": exact},
+        )
     finally:
         if collecting:
             gc.enable()
-    wall_ms = (time.perf_counter() - started) * 1000.0
+
+
+def _report(
+    sim: Simulation,
+    engines: dict[str, ResolvedEngine],
+    *,
+    sla: SLA | None,
+    wall_ms: float,
+    capture_requests: bool,
+    config: dict[str, Any],
+) -> Report:
     ranks = sim.ranks
     prefill = engines.get("prefill")
     decode = engines.get("decode") or engines["agg"]
@@ -575,7 +596,7 @@ def simulate(
         timeline=sim.timeline,
         replicas=sim.lifecycle.series if planner is not None else None,
         planner_events=planner.stats.events if planner is not None else None,
-        config={"plan": plan.model_dump(), "seed": seed, "perf": perf, "exact": exact},
+        config=config,
     )
 
 

@@ -1,3 +1,4 @@
+import gc
 import itertools
 import json
 import math
@@ -288,3 +289,40 @@ def test_an_idle_async_engine_admits_at_once():
         for flag in (True, False)
     ]
     assert runs[0]["mean_ttft_ms"] == pytest.approx(runs[1]["mean_ttft_ms"])
+
+
+@pytest.mark.parametrize(
+    "deployment",
+    [
+        dict(
+            agg=EngineSpec(replicas=2, num_gpu_blocks=400, num_g2_blocks=800, nextn=1),
+            router={"mode": "kv_router"},
+        ),
+        dict(
+            mode="disagg",
+            backend="sglang",
+            prefill=EngineSpec(num_gpu_blocks=400),
+            decode=EngineSpec(num_gpu_blocks=400),
+            kv_transfer_bandwidth_gbps=0,
+        ),
+    ],
+)
+def test_a_replay_leaves_no_reference_cycles(deployment):
+    """Everything a replay builds is freed when it returns, with no help from the cyclic
+    garbage collector (whose full walk of the heap would cost a good part of a replay)."""
+    plan = DeploymentPlan(model="meta-llama/Llama-3.1-8B", system="h200_sxm", **deployment)
+    workload = SyntheticWorkload(isl=700, osl=64, num_requests=16, concurrency=6, shared_prefix_ratio=0.5)
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        simulate(plan, workload, perf="polynomial", capture_requests=True, capture_timeline=True)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    assert left == []
