@@ -311,7 +311,9 @@ def test_a_replay_leaves_no_reference_cycles(deployment):
     """Everything a replay builds is freed when it returns, with no help from the cyclic
     garbage collector (whose full walk of the heap would cost a good part of a replay)."""
     plan = DeploymentPlan(model="meta-llama/Llama-3.1-8B", system="h200_sxm", **deployment)
-    workload = SyntheticWorkload(isl=700, osl=64, num_requests=16, concurrency=6, shared_prefix_ratio=0.5)
+    workload = SyntheticWorkload(
+        isl=700, osl=64, num_requests=16, concurrency=6, shared_prefix_ratio=0.5, num_prefix_groups=2
+    )
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
