@@ -28,6 +28,10 @@ class BurstSampler:
     """Speculative bursts: a step emits one token, plus each draft accepted before the first
     rejection (position ``i`` is accepted with ``accept_rates[i]`` given the ones before it)."""
 
+    # Steps drawn at a time: a request takes its steps from the stock, which saves the
+    # per-request numpy calls that dominate small draws.
+    STOCK_STEPS = 1 << 16
+
     def __init__(self, accept_rates: list[float], rng: np.random.Generator) -> None:
         self.rng = rng
         # P(a step emits more than j tokens), ascending: one uniform per step picks its burst.
@@ -35,20 +39,31 @@ class BurstSampler:
         self._survival = np.sort(survival)
         self._most = len(accept_rates) + 1
         self._mean_tokens = 1.0 + float(survival.sum())
+        self._stock = np.empty(0, dtype=np.int64)
+        self._next = 0
+
+    def _steps(self, n: int) -> np.ndarray:
+        """The tokens of the next ``n`` steps off the stock (a view)."""
+        if self._next + n > len(self._stock):
+            fresh = self.rng.random(max(n, self.STOCK_STEPS))
+            self._stock = self._most - self._survival.searchsorted(fresh, side="right")
+            self._next = 0
+        steps = self._stock[self._next : self._next + n]
+        self._next += n
+        return steps
 
     def draw(self, remaining: int, *, first_single: bool) -> np.ndarray:
         """Tokens out after each step until ``remaining`` are (the last step cut to what is
         left). ``first_single``: the first step emits one token (a prompt whose KV arrived from
         a prefill worker joins with a plain step)."""
         # Enough steps for all but a vanishing share of draws (those are drawn again, at the
-        # most steps there can be): drawing every possible step would double the work.
+        # most steps there can be): taking every possible step would double the work.
         steps = min(remaining, int(remaining / self._mean_tokens + 4.0 * math.sqrt(remaining)) + 8)
         while True:
-            below = self._survival.searchsorted(self.rng.random(steps), side="right")
-            tokens = self._most - below
+            tokens = self._steps(steps)
+            done = np.cumsum(tokens)
             if first_single:
-                tokens[0] = 1
-            done = np.cumsum(tokens, out=tokens)
+                done -= tokens[0] - 1
             if done[-1] >= remaining:
                 break
             steps = remaining
