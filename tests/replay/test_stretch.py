@@ -24,9 +24,10 @@ def request(rid, isl, osl):
     return Request.from_spec(spec, 0.0, 64, max_model_len=None)
 
 
-def decoding_rank(blocks, *lengths):
+def decoding_rank(blocks, *lengths, **engine):
     """A rank whose requests (isl 127, the given output lengths) finished their prompt pass."""
-    rank = Rank(EngineSpec(num_gpu_blocks=blocks), "vllm", PolynomialPerfModel(), blocks, Collector())
+    spec = EngineSpec(num_gpu_blocks=blocks, **engine)
+    rank = Rank(spec, "vllm", PolynomialPerfModel(), blocks, Collector(), tokens_per_step=1.0 + spec.nextn)
     for rid, osl in enumerate(lengths):
         assert rank.enqueue(request(rid, 127, osl), 0.0)
     end = rank.begin_pass(0.0)
@@ -50,6 +51,24 @@ def test_a_short_run_ends_at_the_next_completion_priced_pass_by_pass():
     assert [r.rid for r in finished] == [0]
     assert finished[0].generated == 4 and finished[0].finish_ms == ends[-1]
     assert rank.pass_idx == 4 and len(rank.decoders) == 1
+
+
+def test_a_speculative_run_advances_by_its_bursts():
+    # Every draft accepted: each step emits 3 tokens, the last one what is left. The request
+    # with 10 outputs has 9 left after its prompt pass: 3 steps, the third of which finishes it.
+    rank, start = decoding_rank(100, 10, 30, nextn=2, nextn_accept_rates=[1.0, 1.0])
+    assert not rank.exact
+    ends = rank.plan_stretch(start)
+    expected, at = [], start
+    for k in range(1, 4):
+        at += decode_ms(2 * (127 + 3 * k), rank.capacity_tokens)
+        expected.append(at)
+    assert ends == pytest.approx(expected, rel=1e-12)
+    finished = rank.commit_stretch(ends)
+    assert [r.rid for r in finished] == [0] and finished[0].generated == 10
+    assert rank.pass_idx == 4 and rank.dec_ctx == 127 + 9  # the other: its prompt and 3 bursts
+    collector = rank.collector
+    assert (collector.decode_steps, collector.decode_step_tokens) == (6, 18)
 
 
 def test_a_run_stops_before_the_pass_that_finds_no_block():
