@@ -294,7 +294,7 @@ class AnalyticPerfModel:
     def decode_pricer(
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
-        if self._mtp_layer_fraction or decode_requests <= 0:
+        if self._mtp_layer_fraction:
             # The draft layers' attention grows with the context too: nothing simple to bind.
             return time_ms_pricer(self, decode_requests, tokens_per_step, kv_capacity_tokens)
         d, tps = decode_requests, tokens_per_step

@@ -196,8 +196,8 @@ class PerfModel(Protocol):
     def decode_pricer(
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
-        """``time_ms`` of a decode-only pass of these sequences as a function of their summed
-        context (which is also the active KV). A decode stretch prices many such passes in which
+        """``time_ms`` of a decode-only pass of these sequences (at least one) as a function of
+        their summed context (which is also the active KV). A decode stretch prices many such passes in which
         only the context grows, so a provider binds everything else once."""
         ...
 

@@ -84,8 +84,6 @@ class PolynomialPerfModel:
     def decode_pricer(
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
-        if not decode_requests:
-            return lambda ctx: 0.0
         speedup = self.speedup_ratio
         if speedup > 0:
             return lambda ctx: decode_ms(ctx, kv_capacity_tokens) / speedup

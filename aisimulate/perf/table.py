@@ -202,8 +202,6 @@ class TablePerfModel:
     def decode_pricer(
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
-        if not decode_requests:
-            return lambda ctx: 0.0
         decode = self._decode
         return lambda ctx: decode(ctx, ctx / decode_requests)
 

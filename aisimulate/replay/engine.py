@@ -107,12 +107,9 @@ class Rank(DecodeStretches, DecodeDestination):
         self.exact = (
             exact or spec.max_num_seqs > spec.max_num_batched_tokens or spec.preemption_mode == "fifo"
         )
-        self._bursts: BurstSampler | None = None
-        self.ledger: OneTokenLedger | BurstLedger = OneTokenLedger(spec.block_size)
-        if spec.accept_rates:
-            rng = np.random.default_rng([spec.mtp_seed, worker, rank])
-            self._bursts = BurstSampler(spec.accept_rates, rng)
-            self.ledger = BurstLedger(spec.block_size)
+        rates, mtp_rng = spec.accept_rates, np.random.default_rng([spec.mtp_seed, worker, rank])
+        self._bursts = BurstSampler(rates, mtp_rng) if rates else None
+        self.ledger = BurstLedger(spec.block_size) if rates else OneTokenLedger(spec.block_size)
         self.waiting: deque[Request] = deque()
         # Decode role: requests whose KV arrived from a prefill worker, ready to decode.
         self.materialized: deque[Request] = deque()

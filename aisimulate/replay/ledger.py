@@ -178,21 +178,14 @@ class BurstLedger:
         self._blocks = np.zeros(1024, dtype=np.int64)
 
     def start(self, r: Request, pass0: int) -> int:
-        done = r.bursts
-        assert done is not None
-        bs = self.block_size
-        held = done + (r.num_computed + bs - 1)
-        held //= bs  # blocks held after each step: KV for the whole burst
-        blocks = per_step(held)
-        blocks[0] -= ceil_div(r.num_computed, bs)
-        r.burst_blocks = blocks
-        self._add(pass0, per_step(done), blocks, 1)
-        return len(done)
+        assert r.bursts is not None
+        self._add(pass0, per_step(r.bursts), self._step_blocks(r), 1)
+        return len(r.bursts)
 
     def stop(self, r: Request, p: int) -> None:
         assert r.bursts is not None
         k = p - r.dec_pass0
-        self._add(p, per_step(r.bursts)[k:], r.burst_blocks[k:], -1)
+        self._add(p, per_step(r.bursts)[k:], self._step_blocks(r)[k:], -1)
 
     def finish(self, r: Request, p: int) -> None:
         pass  # its steps all lie in the past
@@ -202,7 +195,20 @@ class BurstLedger:
         return int(r.bursts[steps - 1]) if steps > 0 else 0
 
     def own_blocks(self, r: Request, p: int) -> int:
-        return int(r.burst_blocks[p - r.dec_pass0])
+        assert r.bursts is not None
+        k, bs = p - r.dec_pass0, self.block_size
+        before = int(r.bursts[k - 1]) if k else 0
+        return ceil_div(r.dec_nc0 + int(r.bursts[k]), bs) - ceil_div(r.dec_nc0 + before, bs)
+
+    def _step_blocks(self, r: Request) -> np.ndarray:
+        """Blocks each of r's steps takes: KV for its whole burst."""
+        assert r.bursts is not None
+        bs = self.block_size
+        held = r.bursts + (r.dec_nc0 + bs - 1)
+        held //= bs  # blocks held after each step
+        blocks = per_step(held)
+        blocks[0] -= ceil_div(r.dec_nc0, bs)
+        return blocks
 
     def blocks(self, p: int) -> int:
         i = p - self.base

@@ -35,9 +35,8 @@ class Request:
     dec_gen0: int = 0
     finish_pass: int = -1
     # Speculative decoding: tokens out after each step of the current decode phase, drawn when
-    # it started, and (fast path) the blocks each step takes.
+    # it started.
     bursts: np.ndarray | None = None
-    burst_blocks: np.ndarray | None = None
 
     final_blocks: int = 0  # TRT-LLM: blocks reserved to completion
 
