@@ -101,21 +101,25 @@ class SyntheticWorkload(BaseModel):
         osl = sample_lengths(self.osl, rng, total).tolist()
         grouped = self.num_prefix_groups > 0 and self.shared_prefix_ratio > 0
         groups = rng.integers(0, self.num_prefix_groups, self.num_requests).tolist() if grouped else None
-        ratio, delay, turns_per = self.shared_prefix_ratio, self.inter_turn_delay_ms, self.turns_per_session
+        delay, turns_per = self.inter_turn_delay_ms, self.turns_per_session
+        blocks_of = [-(-n // block_size) for n in isl]
+        ratio = self.shared_prefix_ratio if grouped else 0.0
+        shared_of = [round_half_away(blocks * ratio) for blocks in blocks_of]
         next_unique = UNIQUE_ID_BASE
         prefixes: dict[int, list[int]] = {}  # group -> its leading hash ids, hashed once
         rid = 0
         for s in range(self.num_requests):
             turns = []
             for t in range(turns_per):
-                n_in = isl[rid]
-                blocks = -(-n_in // block_size)
-                shared = round_half_away(blocks * ratio) if groups is not None else 0
-                unique = range(next_unique, next_unique + blocks - shared)
-                next_unique += blocks - shared
+                shared = shared_of[rid]
+                own = blocks_of[rid] - shared
+                unique = range(next_unique, next_unique + own)
+                next_unique += own
                 if shared:
-                    prefix = prefixes.setdefault(groups[s], [])
-                    prefix.extend(hash((PREFIX_GROUP_TAG, groups[s], i)) for i in range(len(prefix), shared))
+                    group = groups[s]  # type: ignore[index]
+                    prefix = prefixes.setdefault(group, [])
+                    if len(prefix) < shared:
+                        prefix.extend(hash((PREFIX_GROUP_TAG, group, i)) for i in range(len(prefix), shared))
                     ids = (*prefix[:shared], *unique)
                 else:
                     ids = tuple(unique)
@@ -124,7 +128,7 @@ class SyntheticWorkload(BaseModel):
                         request_id=rid,
                         session_id=s,
                         turn=t,
-                        input_tokens=n_in,
+                        input_tokens=isl[rid],
                         output_tokens=osl[rid],
                         hash_ids=ids,
                         hash_block_tokens=block_size,
