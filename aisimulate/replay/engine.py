@@ -98,6 +98,8 @@ class Rank(DecodeStretches, DecodeDestination):
         )
         self.tiers: HostTiers | None = None  # host offload, attached by the pool builder
         self.kv_events: RankEvents | None = None  # a lagged KV router's view, attached likewise
+        # A KV router tracking pending prefill hears of each request's first token, attached likewise.
+        self.on_first_token: Callable[[Request], None] | None = None
         self._new_units: list[int] = []
         self._to_onboard: list[tuple[Request, int, int, int]] = []
         self.capacity_tokens = num_gpu_blocks * spec.block_size
@@ -635,6 +637,8 @@ class Rank(DecodeStretches, DecodeDestination):
             if r.generated == 0:
                 r.first_token_ms = end_ms
                 collector.emitted_tokens += 1
+                if self.on_first_token is not None:
+                    self.on_first_token(r)
             else:
                 collector.gap(end_ms - r.last_token_ms, 1)
                 if r.generated == 1:

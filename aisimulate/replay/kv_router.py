@@ -32,6 +32,22 @@ from aisimulate.replay.plan import RouterSpec
 from aisimulate.replay.request import Request
 
 
+class _Slots:
+    """What the router tracks of one rank's requests (the reference's active-sequence tracker)."""
+
+    __slots__ = ("active", "anon", "pending", "requests", "unit")
+
+    def __init__(self, unit: int) -> None:
+        self.unit = unit
+        self.active: Counter[int] = Counter()  # active named units -> requests holding them
+        self.anon = 0  # active unnamed prompt blocks
+        # Prompt tokens routed here, net of their cache hit, until their first token: added at
+        # dispatch, removed at the first token, not re-added when a preempted request computes
+        # its prompt again (as the reference). A decode pool prefills nothing.
+        self.pending = 0
+        self.requests = 0
+
+
 class KvRouter:
     def __init__(
         self,
@@ -48,11 +64,8 @@ class KvRouter:
         self.index: LaggedKvIndex | None = None
         if spec.kv_event_lag_ms is not None and not decode_pool:
             self.index = LaggedKvIndex(spec.kv_event_lag_ms, clock or Clock())
-        self._blocks: dict[int, Counter[int]] = {}  # rank id -> active named units -> requests
-        self._anon: dict[int, int] = {}  # rank id -> active unnamed prompt blocks
-        self._requests: dict[int, int] = {}
-        self._units: dict[int, int] = {}
-        self._routed: dict[int, tuple[int, int]] = {}  # request id -> (rank id, cached tokens)
+        self._slots: dict[int, _Slots] = {}  # rank id -> its tracked requests
+        self._routed: dict[int, list] = {}  # request id -> [its rank's _Slots, its pending tokens]
         self._any_threshold = any(
             x is not None
             for x in (
@@ -61,10 +74,19 @@ class KvRouter:
                 spec.active_prefill_tokens_threshold_frac,
             )
         )
+        # The cost's settings, read once: it runs for every rank on every arrival.
+        self._track_prefill = spec.router_track_prefill_tokens and not decode_pool
+        self._credit = 0.0 if decode_pool else spec.overlap_score_credit
+        self._reuse = spec.router_assume_kv_reuse and not decode_pool
+        self._decay_rate = spec.overlap_score_credit_decay if self._track_prefill else 0.0
 
     def attach(self, ranks: Sequence[Rank]) -> None:
-        """Subscribe to the ranks' KV events, host and disk tiers included (only a lagged view
-        needs them)."""
+        """Hear the ranks' first tokens, and subscribe to their KV events, host and disk tiers
+        included (only a lagged view needs them)."""
+        for rank in ranks:
+            self._slots[id(rank)] = _Slots(rank.unit)
+            if not self.decode_pool:
+                rank.on_first_token = self._prefilled
         if self.index is not None:
             for rank in ranks:
                 if rank.pool.enable_prefix_caching:  # no caching, no events (as the reference)
@@ -95,14 +117,7 @@ class KvRouter:
 
     def _prefill_tokens(self, rank: Rank) -> int:
         """Prompt tokens routed to the rank that have not produced a first token yet."""
-        routed = self._routed
-        total = 0
-        for queue in (rank.waiting, rank.prefilling):
-            for r in queue:
-                entry = routed.get(r.spec.request_id)
-                if entry is not None:
-                    total += r.prompt_len - entry[1]
-        return total
+        return self._slots[id(rank)].pending
 
     def costs(self, r: Request, ranks: Sequence[Rank], overlaps: Sequence[int] | None = None) -> list[float]:
         """Each rank's cost for r; ``overlaps``: the ranks' ``_device_overlap`` when the caller
@@ -112,41 +127,30 @@ class KvRouter:
         spec, bs = self.spec, r.block_size
         isl = r.prompt_len
         blocks = -(-isl // bs)
-        track_prefill = spec.router_track_prefill_tokens and not self.decode_pool
-        credit = 0.0 if self.decode_pool else spec.overlap_score_credit
-        reuse = spec.router_assume_kv_reuse and not self.decode_pool
-        # Read once: the loop runs for every rank on every arrival.
-        decay_rate = spec.overlap_score_credit_decay if track_prefill else 0.0
+        track_prefill, credit, decay_rate = self._track_prefill, self._credit, self._decay_rate
+        reuse = self._reuse
         track_active, load_scale = spec.router_track_active_blocks, spec.prefill_load_scale
         request_weight = spec.decode_active_request_weight
-        active_units, anon, requests = self._blocks, self._anon, self._requests
-        prefill = [self._prefill_tokens(rank) for rank in ranks] if track_prefill else [0] * len(ranks)
-        least = min(prefill)
+        slots = [self._slots[id(rank)] for rank in ranks]
+        least = min(s.pending for s in slots) if decay_rate else 0
         keys = r.prompt_keys
         out = []
-        for rank, pending, overlap in zip(ranks, prefill, overlaps, strict=True):
-            unit, key = rank.unit, id(rank)
-            device = overlap if credit else 0
-            lower = 0.0
-            if credit and rank.tiers is not None:  # host/disk hits beyond the device prefix
-                g2, g3 = self._tier_overlap(r, rank, device)
-                lower = (spec.host_cache_hit_weight * g2 + spec.disk_cache_hit_weight * g3) * unit
-            decay = 1.0
-            if decay_rate:
-                decay = 1.0 / (1.0 + decay_rate * ((pending - least) / bs) / blocks)
+        for rank, slot, overlap in zip(ranks, slots, overlaps, strict=True):
+            unit = slot.unit
             cost = 0.0
             if track_prefill:
-                credited = credit * decay * device * unit + lower
+                pending = slot.pending
+                decay = 1.0 / (1.0 + decay_rate * ((pending - least) / bs) / blocks) if decay_rate else 1.0
+                credited = credit * decay * overlap * unit
+                if credit and rank.tiers is not None:  # host/disk hits beyond the device prefix
+                    g2, g3 = self._tier_overlap(r, rank, overlap)
+                    credited += (spec.host_cache_hit_weight * g2 + spec.disk_cache_hit_weight * g3) * unit
                 cost = load_scale * max(0.0, (pending + isl) / bs - credited)
             if track_active:
-                active = active_units.get(key)
-                if active:
-                    held = unit * sum(map(active.__contains__, keys)) if reuse else 0
-                    cost += len(active) * unit + anon.get(key, 0) + blocks - held
-                else:
-                    cost += anon.get(key, 0) + blocks
-            cost += request_weight * requests.get(key, 0)
-            out.append(cost)
+                active = slot.active
+                held = unit * sum(map(active.__contains__, keys)) if reuse and active else 0
+                cost += len(active) * unit + slot.anon + blocks - held
+            out.append(cost + request_weight * slot.requests)
         return out
 
     def should_hold(self, ranks: Sequence[Rank]) -> bool:
@@ -156,11 +160,12 @@ class KvRouter:
             return False
         return all(self._prefill_tokens(rank) > limit * rank.spec.max_num_batched_tokens for rank in ranks)
 
-    def _busy(self, rank: Rank, pending: int) -> bool:
+    def _busy(self, rank: Rank) -> bool:
         spec = self.spec
         blocks_cap = spec.active_decode_blocks_threshold
         if blocks_cap is not None and rank.pool.num_active / rank.pool.num_blocks > blocks_cap:
             return True
+        pending = self._prefill_tokens(rank)
         if (
             spec.active_prefill_tokens_threshold is not None
             and pending > spec.active_prefill_tokens_threshold
@@ -171,57 +176,64 @@ class KvRouter:
 
     # ---- decision ----------------------------------------------------------------------------
     def route(self, r: Request, ranks: Sequence[Rank]) -> int:
-        candidates = list(range(len(ranks)))
-        chosen = ranks
         if self._any_threshold:
-            idle = [i for i in candidates if not self._busy(ranks[i], self._prefill_tokens(ranks[i]))]
-            candidates = idle or candidates  # all busy: route among all (no admission queue)
-            chosen = [ranks[i] for i in candidates]
-        overlaps = self._overlaps(r, chosen)
-        pick = self._select(self.costs(r, chosen, overlaps))
-        self._on_dispatch(r, chosen[pick], overlaps[pick])
-        return candidates[pick]
+            idle = [i for i, rank in enumerate(ranks) if not self._busy(rank)]
+            if idle and len(idle) < len(ranks):  # all busy: route among all (no admission queue)
+                chosen = [ranks[i] for i in idle]
+                overlaps = self._overlaps(r, chosen)
+                pick = self._select(self.costs(r, chosen, overlaps))
+                self._on_dispatch(r, chosen[pick], overlaps[pick])
+                return idle[pick]
+        overlaps = self._overlaps(r, ranks)
+        pick = self._select(self.costs(r, ranks, overlaps))
+        self._on_dispatch(r, ranks[pick], overlaps[pick])
+        return pick
 
     def _select(self, costs: list[float]) -> int:
-        low, high = min(costs), max(costs)
+        low = min(costs)
         temperature = self.spec.router_temperature
-        if temperature <= 0 or high == low:
-            ties = [i for i, c in enumerate(costs) if c == low]
-            return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
-        weights = [math.exp(-((c - low) / (high - low)) / temperature) for c in costs]
-        total = sum(weights)
-        return int(self.rng.choice(len(costs), p=[w / total for w in weights]))
+        if temperature > 0:
+            high = max(costs)
+            if high > low:
+                weights = [math.exp(-((c - low) / (high - low)) / temperature) for c in costs]
+                total = sum(weights)
+                return int(self.rng.choice(len(costs), p=[w / total for w in weights]))
+        ties = [i for i, c in enumerate(costs) if c == low]
+        return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def _on_dispatch(self, r: Request, rank: Rank, overlap: int | None = None) -> None:
-        key = id(rank)
-        if overlap is None:
-            overlap = self._overlaps(r, [rank])[0]
-        cached = overlap * rank.unit
-        self._routed[r.rid] = (key, min(cached, r.prompt_len))
-        active = self._blocks.get(key)
-        if active is None:
-            active = self._blocks[key] = Counter()
-        active.update(r.prompt_keys)
-        self._units[key] = rank.unit
-        self._anon[key] = self._anon.get(key, 0) + _unnamed_blocks(r, rank.unit)
-        self._requests[key] = self._requests.get(key, 0) + 1
+    def _on_dispatch(self, r: Request, rank: Rank, overlap: int) -> None:
+        slot = self._slots[id(rank)]
+        pending = 0 if self.decode_pool else max(r.prompt_len - overlap * slot.unit * r.block_size, 0)
+        self._routed[r.rid] = [slot, pending]
+        slot.pending += pending
+        slot.active.update(r.prompt_keys)
+        slot.anon += _unnamed_blocks(r, slot.unit)
+        slot.requests += 1
+
+    def _prefilled(self, r: Request) -> None:
+        """The request's first token: its prompt no longer weighs on its rank's prefill."""
+        routed = self._routed.get(r.rid)
+        if routed is not None:
+            routed[0].pending -= routed[1]
+            routed[1] = 0
 
     def release(self, r: Request) -> None:
         """The request left the pool (finished, handed off, or rejected)."""
         routed = self._routed.pop(r.rid, None)
         if routed is None:
             return
-        key = routed[0]
-        active = self._blocks[key]
+        slot, pending = routed
+        slot.pending -= pending
+        active = slot.active
         for name in r.prompt_keys:  # each holds at least its own occurrences: never below 0
             left = active[name] - 1
             if left:
                 active[name] = left
             else:
                 del active[name]
-        self._anon[key] -= _unnamed_blocks(r, self._units[key])
-        self._requests[key] -= 1
+        slot.anon -= _unnamed_blocks(r, slot.unit)
+        slot.requests -= 1
 
 
 def _unnamed_blocks(r: Request, unit: int) -> int:

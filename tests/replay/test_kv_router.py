@@ -39,8 +39,10 @@ def ranks(n=2):
     ]
 
 
-def router(**kw):
-    return KvRouter(RouterSpec(mode="kv_router", **kw), np.random.default_rng(0))
+def router(*attached, decode_pool=False, **kw):
+    rt = KvRouter(RouterSpec(mode="kv_router", **kw), np.random.default_rng(0), decode_pool=decode_pool)
+    rt.attach(attached)
+    return rt
 
 
 def test_cached_prefix_earns_credit():
@@ -49,16 +51,16 @@ def test_cached_prefix_earns_credit():
     a.pool.acquire(r.prompt_keys[:4])
     a.pool.release(r.prompt_keys[:4], anon_full=0, anon_partial=0)  # cached, not active
     # a: prefill 1024/64 - 4 cached = 12, decode 0 active + 16 new = 16; b: 16 + 16.
-    assert router().costs(r, [a, b]) == [28, 32]
-    assert router().route(r, [a, b]) == 0
+    assert router(a, b).costs(r, [a, b]) == [28, 32]
+    assert router(a, b).route(r, [a, b]) == 0
 
 
 def test_pending_prefill_tokens_and_scale():
     a, b = ranks()
-    rt = router(prefill_load_scale=2.0)
+    rt = router(a, b, prefill_load_scale=2.0)
     earlier = request(1, isl=512)
     b.waiting.append(earlier)
-    rt._on_dispatch(earlier, b)
+    rt._on_dispatch(earlier, b, 0)
     r = request(0)
     costs = rt.costs(r, [a, b])
     # b: 2 * (512 + 1024) / 64 = 48, plus its 8 active blocks and the request's 16 (8 shared).
@@ -66,28 +68,52 @@ def test_pending_prefill_tokens_and_scale():
     assert costs[0] == 2 * 16 + 16
 
 
+def test_pending_prefill_is_added_at_dispatch_and_removed_at_the_first_token():
+    a, b = ranks()
+    rt = router(a, b)
+    r = request(0)
+    rt._on_dispatch(r, a, 4)  # 4 of its units cached on a: 768 tokens left to compute
+    assert (rt._prefill_tokens(a), rt._prefill_tokens(b)) == (1024 - 4 * 64, 0)
+    assert a.enqueue(r, 0.0)
+    a.end_pass(a.begin_pass(0.0))  # the whole prompt in one pass: its first token
+    assert r.first_token_ms is not None and rt._prefill_tokens(a) == 0
+    a.on_first_token(r)  # a preempted request's prompt computed again: nothing is re-added
+    assert rt._prefill_tokens(a) == 0
+    rt.release(r)
+    assert rt._prefill_tokens(a) == 0 and rt._slots[id(a)].requests == 0
+    unfinished = request(1)
+    rt._on_dispatch(unfinished, b, 0)
+    rt.release(unfinished)  # rejected or handed off before its first token
+    assert rt._prefill_tokens(b) == 0
+
+
+def test_a_decode_pool_tracks_no_prefill():
+    a, _ = ranks()
+    rt = router(a, decode_pool=True)
+    rt._on_dispatch(request(0), a, 0)
+    assert a.on_first_token is None and rt._prefill_tokens(a) == 0
+
+
 def test_active_blocks_dedup_and_release():
     a, _ = ranks()
-    rt = router()
+    rt = router(a)
     first, second = request(0), request(1)
-    rt._on_dispatch(first, a)
-    assert rt._requests[id(a)] == 1 and sum(rt._blocks[id(a)].values()) == 8
+    rt._on_dispatch(first, a, 0)
+    slot = rt._slots[id(a)]
+    assert slot.requests == 1 and sum(slot.active.values()) == 8
+    a.on_first_token(first)  # its prompt no longer weighs on a's prefill; its blocks stay active
     # The second request shares 8 named blocks with the active first one.
     assert rt.costs(second, [a])[0] == 16 + (8 + 8) + (16 - 8)
     rt.release(first)
-    assert rt._blocks[id(a)] == Counter() and rt._anon[id(a)] == 0 and rt._requests[id(a)] == 0
+    assert slot.active == Counter() and slot.anon == 0 and slot.requests == 0
 
 
 def test_active_request_weight_and_decode_pool():
     a, b = ranks()
-    rt = KvRouter(
-        RouterSpec(mode="kv_router", decode_active_request_weight=5.0),
-        np.random.default_rng(0),
-        decode_pool=True,
-    )
+    rt = router(a, b, decode_active_request_weight=5.0, decode_pool=True)
     r = request(0)
     a.pool.acquire(r.prompt_keys)  # cached on a, but a decode pool credits no overlap
-    rt._on_dispatch(request(1), b)
+    rt._on_dispatch(request(1), b, 0)
     assert rt.costs(r, [a, b]) == [16, 16 + 8 + 8 + 5]
 
 
@@ -109,10 +135,10 @@ def test_temperature_samples_the_softmax_of_normalised_costs():
 
 def test_busy_workers_are_skipped():
     a, b = ranks()
-    rt = router(active_prefill_tokens_threshold=100)
+    rt = router(a, b, active_prefill_tokens_threshold=100)
     earlier = request(1, isl=512)
     a.waiting.append(earlier)
-    rt._on_dispatch(earlier, a)
+    rt._on_dispatch(earlier, a, 0)
     r = request(0)
     a.pool.acquire(r.prompt_keys)  # a would be cheaper, but it is busy
     assert rt.route(r, [a, b]) == 1
