@@ -8,7 +8,8 @@ For each candidate rank ``w`` (with ``R`` request blocks, ``bs`` tokens per bloc
     cost_w     = prefill_load_scale * prefill + decode + decode_active_request_weight * requests_w
 
 ``overlap_w`` is the request's leading cached blocks on w (as KV events have shown them, when
-``kv_event_lag_ms`` delays those: see ``kv_events``; host and disk hits likewise);
+``kv_event_lag_ms`` delays those, or as the router guesses them without events: see
+``kv_events``; host and disk hits likewise);
 ``prefill_w`` the prompt tokens of requests routed to w that have not produced their first
 token (net of their cache hit at routing); ``active_blocks_w`` the distinct prompt blocks of w's
 unfinished requests. A decode pool (disaggregated) credits no overlap, tracks no prefill and
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aisimulate.replay.engine import Rank
-from aisimulate.replay.kv_events import Clock, LaggedKvIndex
+from aisimulate.replay.kv_events import ApproxKvIndex, Clock, LaggedKvIndex
 from aisimulate.replay.offload import tier_prefix
 from aisimulate.replay.plan import RouterSpec
 from aisimulate.replay.request import Request
@@ -61,9 +62,12 @@ class KvRouter:
         self.rng = rng
         self.decode_pool = decode_pool
         # A decode pool credits no overlap, so it needs no picture of the caches.
-        self.index: LaggedKvIndex | None = None
+        self.index: LaggedKvIndex | None = None  # what late KV events have shown
+        self.guess: ApproxKvIndex | None = None  # without KV events: where it routed what
         if spec.kv_event_lag_ms is not None and not decode_pool:
             self.index = LaggedKvIndex(spec.kv_event_lag_ms, clock or Clock())
+        if not spec.use_kv_events and not decode_pool:
+            self.guess = ApproxKvIndex(spec.router_ttl_secs * 1000.0, clock or Clock())
         self._slots: dict[int, _Slots] = {}  # rank id -> its tracked requests
         self._routed: dict[int, list] = {}  # request id -> [its rank's _Slots, its pending tokens]
         self._any_threshold = any(
@@ -97,8 +101,9 @@ class KvRouter:
     # ---- state -----------------------------------------------------------------------------
     def _device_overlap(self, r: Request, rank: Rank) -> int:
         """Leading prompt units the router believes ``rank`` caches on the device."""
-        if self.index is not None:
-            return self.index.match(id(rank), r.prompt_keys)
+        view = self.index or self.guess
+        if view is not None:
+            return view.match(id(rank), r.prompt_keys)
         return rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0]
 
     def _overlaps(self, r: Request, ranks: Sequence[Rank]) -> list[int]:
@@ -110,6 +115,8 @@ class KvRouter:
     def _tier_overlap(self, r: Request, rank: Rank, device: int) -> tuple[int, int]:
         """(host, disk) units the router believes continue the device prefix on ``rank``."""
         assert rank.tiers is not None
+        if self.guess is not None:  # without events it knows nothing of the lower tiers
+            return 0, 0
         if self.index is None:
             return rank.tiers.lookup(r.prompt_keys, device, len(r.prompt_keys))
         index, key = self.index, id(rank)
@@ -210,6 +217,8 @@ class KvRouter:
         slot.active.update(r.prompt_keys)
         slot.anon += _unnamed_blocks(r, slot.unit)
         slot.requests += 1
+        if self.guess is not None:
+            self.guess.routed(id(rank), r.prompt_keys)
 
     def _prefilled(self, r: Request) -> None:
         """The request's first token: its prompt no longer weighs on its rank's prefill."""

@@ -128,11 +128,19 @@ class RouterSpec(_Frozen):
     # Delay before the router sees the engines' KV Stored/Removed events (None: it sees them
     # at once); lifecycle edges (dispatch, first token, completion) stay immediate.
     kv_event_lag_ms: float | None = Field(default=None, ge=0)
+    # Whether the engines publish KV events (Dynamo's use_kv_events). Without them the router
+    # guesses: a routed request's prompt blocks count as cached on its rank for router_ttl_secs.
+    use_kv_events: bool = True
+    router_ttl_secs: float = Field(default=120.0, gt=0)
 
     @model_validator(mode="after")
-    def _lag_needs_kv_router(self) -> RouterSpec:
+    def _event_settings_need_kv_router(self) -> RouterSpec:
         if self.kv_event_lag_ms is not None and self.mode != "kv_router":
             raise ValueError(f"kv_event_lag_ms applies to mode kv_router only, not {self.mode}")
+        if not self.use_kv_events and self.mode != "kv_router":
+            raise ValueError(f"use_kv_events: false applies to mode kv_router only, not {self.mode}")
+        if not self.use_kv_events and self.kv_event_lag_ms is not None:
+            raise ValueError("kv_event_lag_ms delays KV events, but use_kv_events is false")
         return self
 
 

@@ -31,7 +31,7 @@ from aisimulate.catalog import ModelSpec, System, get_model, get_system
 from aisimulate.errors import ConfigError
 from aisimulate.replay.plan import SLA, Backend
 from aisimulate.spica.knobs import (
-    ADMISSION_FIELDS,
+    KV_ROUTER_PINS,
     PINNED_LAYOUTS,
     SEARCH_CHOICES,
     Choices,
@@ -94,7 +94,7 @@ def _invalid(message: str, *loc: str) -> ValidationError:
     return ValidationError.from_exception_data("config", [InitErrorDetails(type=error, loc=loc, input=None)])
 
 
-_ADMISSION_PINS = tuple(name for name in ADMISSION_FIELDS if name.endswith("threshold"))
+_ADMISSION_THRESHOLDS = tuple(name for name in KV_ROUTER_PINS if name.endswith("threshold"))
 
 
 class SearchSpace(StrictModel, protected_namespaces=()):
@@ -150,6 +150,8 @@ class SearchSpace(StrictModel, protected_namespaces=()):
     router_queue_threshold: NonNegativeFloat | None = None
     router_queue_policy: Literal["fcfs", "lcfs"] = "fcfs"
     kv_event_lag_ms: NonNegativeFloat | None = None
+    use_kv_events: bool = True  # false: the router guesses the caches from its own routing
+    router_ttl_secs: PositiveFloat = 120.0  # how long such a guess lasts
 
     planner_scaling_policy: ScalingPolicies = SEARCH_CHOICES["planner_scaling_policy"]
     planner_fpm_sampling: FpmSamplings = SEARCH_CHOICES["planner_fpm_sampling"]
@@ -193,9 +195,11 @@ class SearchSpace(StrictModel, protected_namespaces=()):
                         f"{role}_enable_prefix_caching",
                     )
         if self.no_admission_control:
-            pinned = [name for name in _ADMISSION_PINS if getattr(self, name) is not None]
+            pinned = [name for name in _ADMISSION_THRESHOLDS if getattr(self, name) is not None]
             if pinned:
                 raise _invalid(f"no_admission_control: true contradicts {', '.join(pinned)}", pinned[0])
+        if not self.use_kv_events and self.kv_event_lag_ms is not None:
+            raise _invalid("kv_event_lag_ms delays KV events, but use_kv_events is false", "kv_event_lag_ms")
         return self
 
     def resolve_model(self) -> ModelSpec:

@@ -14,7 +14,7 @@ from aisimulate.planner.predictors import PredictorSpec
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
 from aisimulate.spica.config import OptimizationGoal, Workload
 from aisimulate.spica.knobs import (
-    ADMISSION_FIELDS,
+    KV_ROUTER_PINS,
     OFFLOAD_FIELDS,
     ROUTER_WEIGHTS,
     FpmSampling,
@@ -58,7 +58,7 @@ def _router(sample: Mapping[str, Any]) -> RouterSpec:
     if mode != "kv_router":
         return RouterSpec(mode=mode)
     # no_admission_control only forbids thresholds, which the config already enforced.
-    fields = (name for name in (*ROUTER_WEIGHTS, *ADMISSION_FIELDS) if name in RouterSpec.model_fields)
+    fields = (name for name in (*ROUTER_WEIGHTS, *KV_ROUTER_PINS) if name in RouterSpec.model_fields)
     return RouterSpec(mode=mode, **{k: sample[k] for k in fields if sample.get(k) is not None})
 
 

@@ -263,7 +263,7 @@ ROUTER_WEIGHTS = (
     "router_temperature",
 )
 TIER_WEIGHTS = ("host_cache_hit_weight", "disk_cache_hit_weight")  # read only with host offload
-ADMISSION_FIELDS = (
+KV_ROUTER_PINS = (  # pinned, never searched: busy filters, admission queue, KV events
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
     "active_prefill_tokens_threshold_frac",
@@ -271,6 +271,8 @@ ADMISSION_FIELDS = (
     "router_queue_threshold",
     "router_queue_policy",
     "kv_event_lag_ms",
+    "use_kv_events",
+    "router_ttl_secs",
 )
 OFFLOAD_FIELDS = (
     "num_g2_blocks",

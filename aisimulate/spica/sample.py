@@ -15,8 +15,8 @@ from aisimulate.catalog import ModelSpec, System
 from aisimulate.planner.predictors import PredictorSpec
 from aisimulate.spica.config import SearchSpace
 from aisimulate.spica.knobs import (
-    ADMISSION_FIELDS,
     FPM_SAMPLING_PRESETS,
+    KV_ROUTER_PINS,
     LOAD_SENSITIVITY_PRESETS,
     OFFLOAD_FIELDS,
     ROUTER_WEIGHTS,
@@ -84,7 +84,7 @@ def unroll_sample(
     sample["router_mode"] = selection["router_mode"]
     if selection["router_mode"] == "kv_router":
         sample.update({name: selection[name] for name in ROUTER_WEIGHTS if name in selection})
-        sample.update({name: getattr(space, name) for name in ADMISSION_FIELDS})
+        sample.update({name: getattr(space, name) for name in KV_ROUTER_PINS})
     entry = selection["planner_scaling_policy"]
     policy = expand(entry, SCALING_POLICY_PRESETS)
     sample["planner_scaling_policy"] = entry.model_dump() if not isinstance(entry, str) else entry

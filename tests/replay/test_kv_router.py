@@ -225,7 +225,86 @@ def test_event_lag_needs_the_kv_router():
         RouterSpec(mode="round_robin", kv_event_lag_ms=5.0)
 
 
-def test_kv_router_fast_path_equals_exact_and_is_reproducible():
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"mode": "random", "use_kv_events": False}, "use_kv_events: false applies to mode kv_router only"),
+        ({"mode": "kv_router", "use_kv_events": False, "kv_event_lag_ms": 5.0}, "use_kv_events is false"),
+        ({"mode": "kv_router", "use_kv_events": False, "router_ttl_secs": 0.0}, "greater than 0"),
+    ],
+)
+def test_bad_settings_without_kv_events(settings, message):
+    with pytest.raises(ValueError, match=message):
+        RouterSpec(**settings)
+
+
+def test_a_router_without_kv_events_guesses_from_its_own_routing():
+    a, b = ranks()
+    b.tiers = tiers(g2_blocks=100)
+    clock = Clock()
+    spec = RouterSpec(mode="kv_router", use_kv_events=False, router_ttl_secs=1.0, host_cache_hit_weight=1.0)
+    rt = KvRouter(spec, np.random.default_rng(0), clock=clock)
+    rt.attach([a, b])
+    r = request(0)
+    b.pool.acquire(r.prompt_keys[:4])  # cached on b, and its next 4 units on b's host tier:
+    b.pool.release(r.prompt_keys[:4], anon_full=0, anon_partial=0)
+    b.tiers.g1.acquire(r.prompt_keys[4:8])
+    b.tiers.arrived(("g2", r.prompt_keys[4:8]), 0.0)
+    assert b.tiers.lookup(r.prompt_keys, 4, 8) == (4, 0)
+    assert rt.costs(r, [a, b]) == [32, 32]  # no event says so
+    earlier = request(1)  # shares the 8 units of r's prompt prefix
+    rt._on_dispatch(earlier, a, 0)
+    a.on_first_token(earlier)
+    rt.release(earlier)  # gone, but its prompt is believed cached on a
+    assert rt.costs(r, [a, b]) == [32 - 8, 32]
+    clock.now_ms = 500.0
+    rt._on_dispatch(request(2, ids=SHARED[:4]), a, 0)  # routed again: the first 4 units refreshed
+    clock.now_ms = 999.0
+    assert rt._device_overlap(r, a) == 8
+    clock.now_ms = 1000.0  # one TTL after the first routing
+    assert rt._device_overlap(r, a) == 4
+    clock.now_ms = 1500.0
+    assert rt._device_overlap(r, a) == 0
+
+
+def _open_loop_kv(router):
+    workload = SyntheticWorkload(
+        isl=1024, osl=64, num_requests=200, request_rate=20, shared_prefix_ratio=0.5, num_prefix_groups=4
+    )
+    plan = DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        agg=EngineSpec(num_gpu_blocks=2000, replicas=3),
+        router=router,
+    )
+    return simulate(plan, workload, perf="polynomial").summary
+
+
+def test_a_guess_forgotten_at_once_is_no_overlap_credit():
+    forgetful = _open_loop_kv({"mode": "kv_router", "use_kv_events": False, "router_ttl_secs": 1e-6})
+    no_credit = _open_loop_kv({"mode": "kv_router", "overlap_score_credit": 0.0})
+    assert {k: v for k, v in forgetful.items() if k != "wall_time_ms"} == {
+        k: v for k, v in no_credit.items() if k != "wall_time_ms"
+    }
+
+
+def test_guessing_the_caches_beats_hearing_nothing_and_trails_the_events():
+    reuse = {
+        name: _under_pressure({"mode": "kv_router", **settings})["prefix_cache_reused_ratio"]
+        for name, settings in (
+            ("deaf", {"kv_event_lag_ms": 1e9}),
+            ("guess", {"use_kv_events": False}),
+            ("events", {}),
+        )
+    }
+    # The guess credits blocks evicted since, and misses none it routed: in between.
+    assert reuse["deaf"] + 0.03 < reuse["guess"] < reuse["events"] - 0.03
+
+
+@pytest.mark.parametrize(
+    "router", [{"mode": "kv_router"}, {"mode": "kv_router", "use_kv_events": False, "router_ttl_secs": 2.0}]
+)
+def test_kv_router_fast_path_equals_exact_and_is_reproducible(router):
     workload = SyntheticWorkload(
         isl=1024, osl=200, num_requests=120, concurrency=32, shared_prefix_ratio=0.5, num_prefix_groups=4
     )
@@ -233,7 +312,7 @@ def test_kv_router_fast_path_equals_exact_and_is_reproducible():
         model="meta-llama/Llama-3.1-8B",
         system="h200_sxm",
         agg=EngineSpec(num_gpu_blocks=2000, replicas=3),
-        router={"mode": "kv_router"},
+        router=router,
     )
     a = simulate(plan, workload, perf="polynomial", seed=5).summary
     b = simulate(plan, workload, perf="polynomial", seed=5, exact=True).summary

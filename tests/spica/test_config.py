@@ -203,6 +203,7 @@ def test_unknown_top_level_key_is_rejected():
         ("search_space", "router_queue_threshold", -1.0),
         ("search_space", "router_queue_policy", "wspt"),
         ("search_space", "kv_event_lag_ms", float("inf")),
+        ("search_space", "router_ttl_secs", 0.0),
         ("search_space", "active_decode_blocks_threshold", 0),
         ("search_space", "model_name", ""),
         ("workload", "shared_prefix_ratio", 1.5),
@@ -552,6 +553,7 @@ def test_disagg_needs_one_block_size():
         {"active_prefill_tokens_threshold_frac": 2.0},
         {"router_queue_threshold": 0.0, "router_queue_policy": "lcfs"},
         {"kv_event_lag_ms": 5.0},
+        {"use_kv_events": False, "router_ttl_secs": 30.0},
         {"no_admission_control": True},
     ],
 )
@@ -563,6 +565,11 @@ def test_admission_control_pins_are_accepted_under_kv_router(pin):
 def test_no_admission_control_contradicts_a_threshold():
     pins = {"no_admission_control": True, "active_prefill_tokens_threshold": 10000}
     rejected("search_space.active_prefill_tokens_threshold", "contradicts", search_space=pins)
+
+
+def test_an_event_lag_needs_kv_events():
+    pins = {"use_kv_events": False, "kv_event_lag_ms": 5.0}
+    rejected("search_space.kv_event_lag_ms", "use_kv_events is false", search_space=pins)
 
 
 # --- workload -----------------------------------------------------------------------------------

@@ -39,6 +39,16 @@ def test_disagg_sample_with_kv_router_replays():
     assert (plan.prefill.tp, plan.decode.tp, plan.backend) == (2, 4, "sglang")
     assert plan.router.mode == "kv_router" and plan.router.overlap_score_credit == 0.5
     assert plan.router.router_queue_threshold == 2.0 and plan.router.router_temperature == 0.2
+    assert plan.router.use_kv_events and plan.router.router_ttl_secs == 120.0
+    report = simulate(plan, replay_workload(CONFIG.workload), perf="polynomial")
+    assert report.summary["completed_requests"] == 64
+
+
+def test_a_router_without_kv_events_deploys_and_replays():
+    space = SPACE.model_copy(update={"use_kv_events": False, "router_ttl_secs": 30.0})
+    selection = {**DISAGG_SELECTION, "planner_scaling_policy": "disabled"}
+    plan = deployment_plan(unroll_sample(space, selection, DISAGG))
+    assert not plan.router.use_kv_events and plan.router.router_ttl_secs == 30.0
     report = simulate(plan, replay_workload(CONFIG.workload), perf="polynomial")
     assert report.summary["completed_requests"] == 64
 
