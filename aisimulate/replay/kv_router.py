@@ -183,18 +183,16 @@ class KvRouter:
 
     # ---- decision ----------------------------------------------------------------------------
     def route(self, r: Request, ranks: Sequence[Rank]) -> int:
+        candidates: Sequence[int] = range(len(ranks))
+        chosen = ranks
         if self._any_threshold:
             idle = [i for i, rank in enumerate(ranks) if not self._busy(rank)]
-            if idle and len(idle) < len(ranks):  # all busy: route among all (no admission queue)
-                chosen = [ranks[i] for i in idle]
-                overlaps = self._overlaps(r, chosen)
-                pick = self._select(self.costs(r, chosen, overlaps))
-                self._on_dispatch(r, chosen[pick], overlaps[pick])
-                return idle[pick]
-        overlaps = self._overlaps(r, ranks)
-        pick = self._select(self.costs(r, ranks, overlaps))
-        self._on_dispatch(r, ranks[pick], overlaps[pick])
-        return pick
+            if idle:  # all busy: route among all (no admission queue)
+                candidates, chosen = idle, [ranks[i] for i in idle]
+        overlaps = self._overlaps(r, chosen)
+        pick = self._select(self.costs(r, chosen, overlaps))
+        self._on_dispatch(r, chosen[pick], overlaps[pick])
+        return candidates[pick]
 
     def _select(self, costs: list[float]) -> int:
         low = min(costs)

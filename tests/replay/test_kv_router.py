@@ -267,22 +267,24 @@ def test_a_router_without_kv_events_guesses_from_its_own_routing():
     assert rt._device_overlap(r, a) == 0
 
 
-def _open_loop_kv(router):
-    workload = SyntheticWorkload(
-        isl=1024, osl=64, num_requests=200, request_rate=20, shared_prefix_ratio=0.5, num_prefix_groups=4
-    )
+def _three_workers(router, workload, **replay):
     plan = DeploymentPlan(
         model="meta-llama/Llama-3.1-8B",
         system="h200_sxm",
         agg=EngineSpec(num_gpu_blocks=2000, replicas=3),
         router=router,
     )
-    return simulate(plan, workload, perf="polynomial").summary
+    return simulate(plan, workload, perf="polynomial", **replay).summary
 
 
 def test_a_guess_forgotten_at_once_is_no_overlap_credit():
-    forgetful = _open_loop_kv({"mode": "kv_router", "use_kv_events": False, "router_ttl_secs": 1e-6})
-    no_credit = _open_loop_kv({"mode": "kv_router", "overlap_score_credit": 0.0})
+    workload = SyntheticWorkload(
+        isl=1024, osl=64, num_requests=200, request_rate=20, shared_prefix_ratio=0.5, num_prefix_groups=4
+    )
+    forgetful = _three_workers(
+        {"mode": "kv_router", "use_kv_events": False, "router_ttl_secs": 1e-6}, workload
+    )
+    no_credit = _three_workers({"mode": "kv_router", "overlap_score_credit": 0.0}, workload)
     assert {k: v for k, v in forgetful.items() if k != "wall_time_ms"} == {
         k: v for k, v in no_credit.items() if k != "wall_time_ms"
     }
@@ -308,14 +310,8 @@ def test_kv_router_fast_path_equals_exact_and_is_reproducible(router):
     workload = SyntheticWorkload(
         isl=1024, osl=200, num_requests=120, concurrency=32, shared_prefix_ratio=0.5, num_prefix_groups=4
     )
-    plan = DeploymentPlan(
-        model="meta-llama/Llama-3.1-8B",
-        system="h200_sxm",
-        agg=EngineSpec(num_gpu_blocks=2000, replicas=3),
-        router=router,
-    )
-    a = simulate(plan, workload, perf="polynomial", seed=5).summary
-    b = simulate(plan, workload, perf="polynomial", seed=5, exact=True).summary
+    a = _three_workers(router, workload, seed=5)
+    b = _three_workers(router, workload, seed=5, exact=True)
     for key, value in b.items():
         if isinstance(value, int | float) and key != "wall_time_ms":
             assert a[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
