@@ -1,7 +1,7 @@
 """Our replay against Dynamo 1.6.1's, side by side: speed and agreement of the headline metrics.
 
     python benchmarks/replay_vs_dynamo.py --dynamo-python /path/to/venv/bin/python [--quick]
-        [--disagg] [--kv-router] [--trace PATH]
+        [--disagg] [--kv-router] [--queue] [--trace PATH]
 
 Dynamo must live in a separate environment (it ships a top-level ``aisimulate`` of its own):
 ``python -m venv dyn && dyn/bin/pip install --no-deps ai-dynamo-runtime==1.6.1 ai-dynamo==1.6.1
@@ -12,7 +12,8 @@ Rungs: synthetic closed loop, isl = osl = 1024, requests = 10 x concurrency, con
 free KV transfer, the reference's default), polynomial timing, 16384 blocks x 64 tokens,
 max_num_seqs 256, max_num_batched_tokens 8192. Each side's time is the median of 3 in-process
 replay calls (ours: ``wall_time_ms``; Dynamo: the replay call). ``--trace`` adds an open-loop
-replay of a mooncake trace on 8 Llama-3.1-8B workers (h200_sxm), with our peak memory.
+replay of a mooncake trace on 8 Llama-3.1-8B workers (h200_sxm), with our peak memory;
+``--queue`` the KV router's admission queue under each release policy (fcfs, lcfs, wspt).
 Targets: ours >= 10x faster (median over rungs), >= 3x on every rung, metrics within 2%.
 """
 
@@ -24,10 +25,13 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import tracemalloc
 from pathlib import Path
+
+import numpy as np
 
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.workload import SyntheticWorkload, TraceWorkload
@@ -42,6 +46,7 @@ REPEATS = 3
 # mean of 3 reference runs moves by +-7% from batch to batch, so both sides average 10 runs (ours
 # over seeds 0-9).
 KV_ROUTER_RUNS = 10
+QUEUE_RUNS = 8
 
 DYNAMO_SCRIPT = textwrap.dedent(
     """
@@ -70,8 +75,14 @@ DYNAMO_SCRIPT = textwrap.dedent(
                                              num_prefill_workers=job["disagg"][0],
                                              num_decode_workers=job["disagg"][1])
         elif job.get("trace"):
+            router = {}
+            if job.get("queue_policy"):
+                from dynamo._core import KvRouterConfig
+
+                config = KvRouterConfig(router_queue_threshold=0.5, router_queue_policy=job["queue_policy"])
+                router = {"router_mode": "kv_router", "router_config": config}
             rep = run_trace_replay([job["trace"]], extra_engine_args=engine, num_workers=job["workers"],
-                                   trace_block_size=512)
+                                   trace_block_size=512, **router)
         else:
             rep = run_synthetic_trace_replay(job["isl"], job["osl"], job["requests"],
                                              replay_concurrency=job["concurrency"], extra_engine_args=engine,
@@ -119,6 +130,7 @@ def main() -> int:
     parser.add_argument("--trace", default=None, help="mooncake JSONL for the open-loop trace rung")
     parser.add_argument("--disagg", action="store_true", help="also the 1P1D and 2P6D disaggregated rungs")
     parser.add_argument("--kv-router", action="store_true", help="also the kv_router rung (prefix groups)")
+    parser.add_argument("--queue", action="store_true", help="also the router admission-queue rungs")
     args = parser.parse_args()
     concurrencies = (64, 256) if args.quick else (64, 256, 1024, 4096)
     rows = []
@@ -178,6 +190,8 @@ def main() -> int:
             )
     if args.kv_router:
         summary["kv_router"] = kv_router_rung(args.dynamo_python)
+    if args.queue:
+        summary["queue"] = queue_rungs(args.dynamo_python)
     if args.trace:
         summary["trace"] = trace_rung(args.trace, args.dynamo_python)
     print(json.dumps(summary))
@@ -212,6 +226,45 @@ def kv_router_rung(dynamo_python: str | None) -> dict:
         theirs_s = statistics.median(theirs["times"])
         out.update(dynamo_s=round(theirs_s, 4), speedup=round(theirs_s / ours_s, 2))
         out.update({f"diff_{m}": round(rel(ours[m], theirs["summary"][m]), 5) for m in KV_METRICS})
+    return out
+
+
+def queue_rungs(dynamo_python: str | None) -> dict:
+    """The KV router's admission queue under each release policy: a 300-request trace of mixed
+    prompts (256-8,192 tokens, one every 15 ms, unique content) on 2 workers, held while every
+    worker has more than half a token budget of prompt pending. Mean TTFT over QUEUE_RUNS runs
+    (ties broken at random in the reference, by seeds 0.. in ours); target within 5%."""
+    rng = np.random.default_rng(7)
+    lengths = rng.choice([256, 512, 1024, 2048, 4096, 8192], size=300)
+    rows, next_id = [], 0
+    for i, isl in enumerate(lengths.tolist()):
+        blocks = -(-isl // 512)
+        ids = list(range(next_id, next_id + blocks))
+        next_id += blocks
+        rows.append({"timestamp": i * 15, "input_length": isl, "output_length": 32, "hash_ids": ids})
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "mixed_prompts.jsonl"
+        trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        workload = TraceWorkload(trace_path=trace, trace_block_size=512)
+        for policy in ("fcfs", "lcfs", "wspt"):
+            plan = DeploymentPlan(
+                model="meta-llama/Llama-3.1-8B",
+                system="h200_sxm",
+                agg=EngineSpec(replicas=2, **OURS),
+                router={"mode": "kv_router", "router_queue_threshold": 0.5, "router_queue_policy": policy},
+            )
+            ours_s, ours = run_ours(plan, workload, seeds=QUEUE_RUNS)
+            row = {"ours_s": round(ours_s, 4), "ours_mean_ttft_ms": round(ours["mean_ttft_ms"], 1)}
+            if dynamo_python:
+                job = {"trace": str(trace), "workers": 2, "engine": ENGINE, "queue_policy": policy}
+                theirs = run_dynamo(dynamo_python, job, ("mean_ttft_ms",), repeats=QUEUE_RUNS)
+                theirs_ttft = theirs["summary"]["mean_ttft_ms"]
+                row.update(dynamo_s=round(statistics.median(theirs["times"]), 4))
+                row.update(dynamo_mean_ttft_ms=round(theirs_ttft, 1))
+                row.update(diff_mean_ttft_ms=round(rel(ours["mean_ttft_ms"], theirs_ttft), 5))
+            out[policy] = row
+            print(json.dumps({"queue_policy": policy, **row}), flush=True)
     return out
 
 

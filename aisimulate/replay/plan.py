@@ -122,7 +122,7 @@ class RouterSpec(_Frozen):
     # Admission control: hold arrivals while every rank has more pending prefill than this many
     # token budgets (None: never hold; 0: hold while every rank has any pending prefill).
     router_queue_threshold: float | None = Field(default=None, ge=0)
-    router_queue_policy: Literal["fcfs", "lcfs"] = "fcfs"
+    router_queue_policy: Literal["fcfs", "lcfs", "wspt"] = "fcfs"
     host_cache_hit_weight: float = Field(default=0.75, ge=0)
     disk_cache_hit_weight: float = Field(default=0.25, ge=0)
     # Delay before the router sees the engines' KV Stored/Removed events (None: it sees them

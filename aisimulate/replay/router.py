@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
+from itertools import count
 from typing import Protocol
 
 import numpy as np
@@ -69,6 +71,31 @@ class LeastLoaded(_Stateless):
             range(len(ranks)),
             key=lambda i: (ranks[i].active_blocks, ranks[i].num_running + len(ranks[i].waiting), i),
         )
+
+
+class HeldRequests:
+    """The entry router's admission queue, in the order its policy releases requests: oldest
+    first (``fcfs``), newest first (``lcfs``), or shortest prompt first (``wspt``, Dynamo's
+    weighted shortest processing time without priority hints; equal prompts oldest first)."""
+
+    def __init__(self, policy: str) -> None:
+        self._policy = policy
+        self._heap: list[tuple[int, int, Request]] = []
+        self._seq = count()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, r: Request) -> None:
+        seq = next(self._seq)
+        if self._policy == "wspt":
+            entry = (r.prompt_len, seq, r)
+        else:
+            entry = (0, -seq if self._policy == "lcfs" else seq, r)
+        heapq.heappush(self._heap, entry)
+
+    def pop(self) -> Request:
+        return heapq.heappop(self._heap)[2]
 
 
 def make_router(

@@ -32,6 +32,7 @@ from aisimulate.replay.offload import SharedLink
 from aisimulate.replay.plan import SLA, DeploymentPlan
 from aisimulate.replay.report import Fleet, Report, request_records, summarize
 from aisimulate.replay.request import Request
+from aisimulate.replay.router import HeldRequests
 from aisimulate.replay.workers import Pool, ResolvedEngine, Worker, build_pool, resolve_engine
 from aisimulate.workload.loader import Workload
 from aisimulate.workload.request import RequestSpec, Session
@@ -77,7 +78,7 @@ class Simulation:
         self.transfer_gbps = transfer_bandwidth(plan) if plan.mode == "disagg" else 0.0
         self.destination_missing = plan.kv_transfer_timing == "destination_missing"
         self.frontend_ms = plan.frontend_latency_ms
-        self.held: deque[Request] = deque()  # the entry router's admission queue
+        self.held = HeldRequests(self.entry.router_spec.router_queue_policy)
         self.workers = [worker for pool in self.pools for worker in pool.workers]
         self.ranks = [rank for pool in self.pools for rank in pool.ranks]
         self.worker_of = {k: v for pool in self.pools for k, v in pool.worker_of.items()}
@@ -230,16 +231,15 @@ class Simulation:
     def _enter(self, r: Request, now: float) -> None:
         """A request reaches the entry router: held by admission control, or routed."""
         if self.held or self.entry.router.should_hold(self.entry.ranks):
-            self.held.append(r)
+            self.held.push(r)
             return
         self._dispatch(r, now)
 
     def _release_held(self, now: float) -> None:
         """Admission control: route held requests while the router lets them through."""
         pool = self.entry
-        lifo = pool.router_spec.router_queue_policy == "lcfs"
         while self.held and not pool.router.should_hold(pool.ranks):
-            r = self.held.pop() if lifo else self.held.popleft()
+            r = self.held.pop()
             r.router_queue_ms = now - r.arrival_ms - self.frontend_ms
             self.collector.held(r.router_queue_ms)
             self._dispatch(r, now)

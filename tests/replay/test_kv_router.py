@@ -12,6 +12,7 @@ from aisimulate.replay.kv_events import Clock
 from aisimulate.replay.kv_router import KvRouter
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.request import Request
+from aisimulate.replay.router import HeldRequests
 from aisimulate.workload import RequestSpec, SyntheticWorkload
 from tests.replay.test_offload import tiers
 
@@ -347,3 +348,40 @@ def test_lcfs_serves_the_newest_held_request_first():
     order_f = sorted(held, key=lambda rid: fcfs[rid]["arrival_time_ms"] + fcfs[rid]["router_queue_ms"])
     assert order_f == sorted(held)  # first come, first served
     assert max(r["ttft_ms"] for r in lcfs.values()) > max(r["ttft_ms"] for r in fcfs.values())
+
+
+def test_held_requests_leave_in_their_policy_order():
+    arrivals = [request(rid, isl=isl) for rid, isl in enumerate((2048, 512, 1024, 512))]
+    order = {}
+    for policy in ("fcfs", "lcfs", "wspt"):
+        held = HeldRequests(policy)
+        for r in arrivals:
+            held.push(r)
+        order[policy] = [held.pop().rid for _ in range(len(held))]
+    assert order == {"fcfs": [0, 1, 2, 3], "lcfs": [3, 2, 1, 0], "wspt": [1, 3, 2, 0]}
+
+
+def test_wspt_serves_short_prompts_first_and_lowers_the_mean_ttft():
+    workload = SyntheticWorkload(
+        isl={"dist": "uniform", "min": 256, "max": 8192}, osl=32, num_requests=120, request_rate=60
+    )
+    runs = {}
+    for policy in ("fcfs", "wspt"):
+        plan = DeploymentPlan(
+            model="meta-llama/Llama-3.1-8B",
+            system="h200_sxm",
+            agg=EngineSpec(num_gpu_blocks=16384, replicas=2),
+            router={"mode": "kv_router", "router_queue_threshold": 0.5, "router_queue_policy": policy},
+        )
+        runs[policy] = simulate(plan, workload, perf="polynomial", capture_requests=True)
+    fcfs, wspt = runs["fcfs"], runs["wspt"]
+    assert wspt.summary["router_queued_requests"] > 20
+    assert wspt.summary["mean_ttft_ms"] < 0.8 * fcfs.summary["mean_ttft_ms"]
+
+    # Short prompts jump the queue; the longest wait longer than in arrival order.
+    def mean_wait(report, low, high):
+        waits = [r["router_queue_ms"] for r in report.requests if low <= r["input_length"] < high]
+        return sum(waits) / len(waits)
+
+    assert mean_wait(wspt, 0, 2048) < 0.1 * mean_wait(fcfs, 0, 2048)
+    assert mean_wait(wspt, 6000, 9000) > mean_wait(fcfs, 6000, 9000)

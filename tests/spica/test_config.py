@@ -201,7 +201,7 @@ def test_unknown_top_level_key_is_rejected():
         ("search_space", "context_length", 0),
         ("search_space", "startup_time", -1.0),
         ("search_space", "router_queue_threshold", -1.0),
-        ("search_space", "router_queue_policy", "wspt"),
+        ("search_space", "router_queue_policy", "priority"),
         ("search_space", "kv_event_lag_ms", float("inf")),
         ("search_space", "router_ttl_secs", 0.0),
         ("search_space", "active_decode_blocks_threshold", 0),
