@@ -165,7 +165,11 @@ class KvRouter:
         limit = self.spec.router_queue_threshold
         if limit is None or self.decode_pool:
             return False
-        return all(self._prefill_tokens(rank) > limit * rank.spec.max_num_batched_tokens for rank in ranks)
+        slots = self._slots
+        for rank in ranks:  # noqa: SIM110 (a plain loop: asked at every event while requests are held)
+            if slots[id(rank)].pending <= limit * rank.spec.max_num_batched_tokens:
+                return False
+        return True
 
     def _busy(self, rank: Rank) -> bool:
         spec = self.spec
@@ -238,7 +242,7 @@ class KvRouter:
             if left:
                 active[name] = left
             else:
-                del active[name]
+                active.pop(name)  # dict.pop: Counter.__delitem__ is Python code
         slot.anon -= _unnamed_blocks(r, slot.unit)
         slot.requests -= 1
 
