@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aisimulate.replay.engine import Rank
-from aisimulate.replay.kv_events import ApproxKvIndex, Clock, LaggedKvIndex
+from aisimulate.replay.kv_events import ApproxKvIndex, Clock, LaggedKvIndex, leading_in
 from aisimulate.replay.offload import tier_prefix
 from aisimulate.replay.plan import RouterSpec
 from aisimulate.replay.request import Request
@@ -155,7 +155,8 @@ class KvRouter:
                 cost = load_scale * max(0.0, (pending + isl) / bs - credited)
             if track_active:
                 active = slot.active
-                held = unit * sum(map(active.__contains__, keys)) if reuse and active else 0
+                # Names are chained, so the request's units already active form a prefix.
+                held = unit * leading_in(keys, active) if reuse and active else 0
                 cost += len(active) * unit + slot.anon + blocks - held
             out.append(cost + request_weight * slot.requests)
         return out
