@@ -21,8 +21,10 @@ ties are not reproducible); a positive temperature samples ``exp(-normalised cos
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
+from itertools import accumulate
 
 import numpy as np
 
@@ -205,9 +207,10 @@ class KvRouter:
         if temperature > 0:
             high = max(costs)
             if high > low:
-                weights = [math.exp(-((c - low) / (high - low)) / temperature) for c in costs]
-                total = sum(weights)
-                return int(self.rng.choice(len(costs), p=[w / total for w in weights]))
+                # Inverse CDF of the softmax: one uniform draw (Generator.choice with p costs 10x).
+                spread = (high - low) * temperature
+                cumulative = list(accumulate(math.exp((low - c) / spread) for c in costs))
+                return bisect_right(cumulative, self.rng.random() * cumulative[-1])
         ties = [i for i, c in enumerate(costs) if c == low]
         return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
 
