@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable
-from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,10 +44,29 @@ def distribution(values: np.ndarray, weights: np.ndarray | None = None) -> dict[
         for name, p in PERCENTILES:
             out[name] = float(ordered[rank_of(n, p)])
         return out
+    return sorted_distribution(*sort_weighted(values, weights))
+
+
+def sort_weighted(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Values in ascending order, each with its weight: sorted once, read by several families."""
     order = np.argsort(values)  # ties are equal values: their order cannot change a percentile
-    ordered, w = values[order], weights[order].astype(np.float64)
-    cumulative = np.cumsum(w)
+    return values[order], weights[order]
+
+
+def reciprocal(ordered: np.ndarray, weights: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """``scale / value`` of the positive values of an ascending sample, ascending again: the
+    reversed order, so the sample needs no second sort."""
+    first = int(np.searchsorted(ordered, 0.0, side="right"))
+    return scale / ordered[first:][::-1], weights[first:][::-1]
+
+
+def sorted_distribution(ordered: np.ndarray, weights: np.ndarray) -> dict[str, float]:
+    """:func:`distribution` of a weighted sample already in ascending order."""
+    if ordered.size == 0:
+        return {}
+    cumulative = np.cumsum(weights, dtype=np.int64)
     n = int(cumulative[-1])
+    w = weights.astype(np.float64)
     mean = float(np.dot(ordered, w) / n)
     out = {
         "mean": mean,
@@ -84,8 +102,9 @@ class Collector:
         self.tiers_enabled = False
         self.gap_ms = array("d")
         self.gap_weight = array("q")
-        self.gap_chunks: list[list[float]] = []  # stretches' pass ends, each with its decoders
-        self.chunk_weights: list[int] = []
+        self.chunk_ends = array("d")  # stretches' pass ends, back to back
+        self.chunk_lengths: list[int] = []
+        self.chunk_weights: list[int] = []  # each stretch's decoders
         self.finished: list[Request] = []
         self.rejected: list[Request] = []
         self.committed_prefill_tokens = 0
@@ -131,18 +150,18 @@ class Collector:
         self.decode_steps += steps
         self.decode_step_tokens += tokens
 
-    def gaps(self, ends_ms: list[float], weight: int) -> None:
+    def gaps(self, ends_ms: array[float], weight: int) -> None:
         """The same ``weight`` decoders' gaps between consecutive pass ends (a stretch's passes:
         kept as given, differenced once for all in :meth:`all_gaps`)."""
-        self.gap_chunks.append(ends_ms)
+        self.chunk_ends.extend(ends_ms)
+        self.chunk_lengths.append(len(ends_ms))
         self.chunk_weights.append(weight)
         self.emitted_tokens += weight * (len(ends_ms) - 1)
 
     def all_gaps(self) -> tuple[np.ndarray, np.ndarray]:
         """(gap values, weights) of every recorded token gap."""
-        chunks = self.gap_chunks
-        lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
-        ends = np.fromiter(chain.from_iterable(chunks), dtype=np.float64, count=int(lengths.sum()))
+        lengths = np.asarray(self.chunk_lengths, dtype=np.int64)
+        ends = np.frombuffer(self.chunk_ends, dtype=np.float64)
         # Differences within each chunk only: drop those across a boundary between two.
         within = np.ones(max(len(ends) - 1, 0), dtype=bool)
         within[np.cumsum(lengths)[:-1] - 1] = False

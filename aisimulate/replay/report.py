@@ -8,7 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from aisimulate.replay.metrics import Collector, add_family, distribution
+from aisimulate.replay.metrics import (
+    Collector,
+    add_family,
+    distribution,
+    reciprocal,
+    sort_weighted,
+    sorted_distribution,
+)
 from aisimulate.replay.plan import SLA
 
 
@@ -100,13 +107,14 @@ def summarize(
     add_family(summary, "ttft", distribution(ttft))
     add_family(summary, "ttst", distribution(ttst))
     add_family(summary, "tpot", distribution(tpot))
-    add_family(summary, "itl", distribution(gaps, weights))
+    gaps, weights = sort_weighted(gaps, weights)
+    add_family(summary, "itl", sorted_distribution(gaps, weights))
     add_family(summary, "e2e_latency", distribution(e2e))
-    positive = gaps > 0
+    # tok/s per user: 1000 / gap over the positive gaps (a burst's extra tokens share a pass end)
     add_family(
         summary,
         "output_token_throughput_per_user",
-        distribution(1000.0 / gaps[positive], weights[positive]),
+        sorted_distribution(*reciprocal(gaps, weights, 1000.0)),
         "",
     )
     summary["num_ttft_samples"] = n

@@ -3,7 +3,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aisimulate.replay.metrics import Collector, distribution, rank_of
+from aisimulate.replay.metrics import (
+    Collector,
+    distribution,
+    rank_of,
+    reciprocal,
+    sort_weighted,
+    sorted_distribution,
+)
 from aisimulate.replay.plan import SLA
 
 from .conftest import burst, run
@@ -31,6 +38,18 @@ def test_weighted_statistics_equal_the_expanded_sample(pairs):
     a, b = distribution(values, weights), distribution(expanded)
     for key in a:
         assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-9), key
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e4, allow_nan=False), st.integers(1, 5)), min_size=1, max_size=30))
+def test_per_user_rates_reuse_the_sorted_gaps(pairs):
+    gaps = np.array([v for v, _ in pairs])
+    weights = np.array([w for _, w in pairs])
+    positive = gaps > 0
+    direct = distribution(1000.0 / gaps[positive], weights[positive]) if positive.any() else {}
+    rates = sorted_distribution(*reciprocal(*sort_weighted(gaps, weights), 1000.0))
+    assert rates.keys() == direct.keys()
+    for key in direct:
+        assert rates[key] == pytest.approx(direct[key], rel=1e-12, nan_ok=True), key
 
 
 def test_goodput_counts_requests_meeting_every_target():
