@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import weakref
+from array import array
 from collections import deque
 from collections.abc import Callable
 
@@ -122,7 +123,7 @@ class Rank(DecodeStretches, DecodeDestination):
         self.decoders: dict[int, Request] = {}
         self._admissions = 0
         self.pass_idx = 0
-        self.pass_end_ms: list[float] = []
+        self.pass_end_ms = array("d")  # every pass's end, by pass index
         self.finish_at: dict[int, list[Request]] = {}
         self._finish_heap: list[int] = []
         self.dec_ctx = 0  # sum over decoders of computed tokens at the start of the pass

@@ -14,9 +14,14 @@ Each pass is either an *extend* pass or a *decode* pass, never mixed:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aisimulate.replay.engine import Rank, chunk_totals
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import ceil_div
+
+if TYPE_CHECKING:
+    from array import array
 
 LPM_MAX_WAITING = 128  # SGLang skips longest-prefix ordering for longer queues
 
@@ -179,7 +184,7 @@ class SglangRank(Rank):
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay)
         return done
 
-    def commit_stretch(self, ends: list[float]) -> list[Request]:
+    def commit_stretch(self, ends: array[float]) -> list[Request]:
         done = super().commit_stretch(ends)
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay * len(ends))
         return done

@@ -11,6 +11,7 @@ the run instead of one per pass.
 from __future__ import annotations
 
 import heapq
+from array import array
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +39,7 @@ class DecodeStretches:
 
     def plan_stretch(
         self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")
-    ) -> list[float] | None:
+    ) -> array[float] | None:
         """End times of the identical decode-only passes from now up to (and including) the
         next completion that need no preemption and start before ``horizon_ms`` (the next
         arrival, which may cut the run); passes ending after ``until_ms`` (a timeline sample)
@@ -66,7 +67,7 @@ class DecodeStretches:
             return self._scalar_stretch(now_ms, passes, horizon_ms, until_ms)
         return self._vector_stretch(now_ms, passes, horizon_ms, until_ms)
 
-    def _vector_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> list[float]:
+    def _vector_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> array[float]:
         """``plan_stretch`` for a long run: priced with one vectorised perf-model call."""
         d, p = len(self.decoders), self.pass_idx
         horizon_ms = min(horizon_ms, until_ms)
@@ -93,12 +94,12 @@ class DecodeStretches:
         ends = np.add.accumulate(ends, out=ends)[1:]  # cumsum, minus its method's overhead
         if until_ms != float("inf"):
             ends = ends[: max(int(ends.searchsorted(until_ms, side="right")), 1)]
-        return ends.tolist()
+        return array("d", ends.tobytes())  # a copy of the buffer: no float objects made
 
-    def _scalar_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> list[float]:
+    def _scalar_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> array[float]:
         """``plan_stretch`` for a short run: the same passes, priced one by one."""
         price = self.perf.decode_pricer(len(self.decoders), self.tokens_per_step, self.capacity_tokens)
-        ends: list[float] = []
+        ends = array("d")
         end, ctx = now_ms, self.dec_ctx
         for tokens in self.ledger.increments(self.pass_idx, passes):
             ctx += tokens
@@ -114,7 +115,7 @@ class DecodeStretches:
         """Blocks the decoders take over the next ``passes`` decode-only passes."""
         return self.ledger.blocks_over(self.pass_idx, passes)
 
-    def commit_stretch(self, ends: list[float]) -> list[Request]:
+    def commit_stretch(self, ends: array[float]) -> list[Request]:
         """Apply the first ``len(ends)`` passes of the planned stretch."""
         k = len(ends)
         p, d, ledger = self.pass_idx, len(self.decoders), self.ledger

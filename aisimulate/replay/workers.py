@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +108,7 @@ class Worker:
         self.busy = False
         self.version = 0  # bumps whenever the pending pass end moves
         self._stepping: list[Rank] = []
-        self._stretch: list[float] | None = None
+        self._stretch: array[float] | None = None
         self._stretches = stretches and len(ranks) == 1
 
     def has_work(self) -> bool:
