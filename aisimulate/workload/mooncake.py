@@ -10,6 +10,7 @@ session starts at 0, then divided by ``arrival_speedup_ratio``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,8 +98,17 @@ class TraceWorkload(BaseModel):
 
     def sessions(self, block_size: int = 0, seed: int = 0) -> Iterator[Session]:
         """Sessions in order of first arrival. ``block_size`` and ``seed`` are unused (a trace
-        names its own blocks and has no randomness); they keep one interface with synthetic."""
+        names its own blocks and has no randomness); they keep one interface with synthetic.
+        A search replays one trace many times: the parsed sessions are kept while the file is
+        unchanged (they are immutable)."""
         del block_size, seed
+        try:
+            stat = self.trace_path.stat()
+        except OSError as err:
+            raise ConfigError(f"cannot open trace: {err.strerror}", where=str(self.trace_path)) from None
+        return iter(_parsed_sessions(self, str(self.trace_path.resolve()), stat.st_mtime_ns, stat.st_size))
+
+    def _parse_sessions(self) -> tuple[Session, ...]:
         by_key: dict[Any, list[tuple[int, float, tuple[int, int, tuple[int, ...], float | None]]]] = {}
         for rid, (line_no, row) in enumerate(self.rows()):
             stamp = _first(row, "timestamp", "created_time", default=None)
@@ -141,7 +151,15 @@ class TraceWorkload(BaseModel):
                 )
             sessions.append(Session(session_id=session_id, turns=tuple(built)))
         sessions.sort(key=lambda s: (s.arrival_ms, s.session_id))
-        yield from sessions
+        return tuple(sessions)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_sessions(workload: TraceWorkload, path: str, mtime_ns: int, size: int) -> tuple[Session, ...]:
+    """The trace's sessions, parsed once per version of the file (where it is, its mtime and
+    size: a relative path names another file from another folder)."""
+    del path, mtime_ns, size  # the cache key only
+    return workload._parse_sessions()
 
 
 def _first(row: dict[str, Any], *keys: str, default: Any) -> Any:

@@ -87,3 +87,21 @@ def test_relative_trace_path_resolves_against_the_config_folder(tmp_path):
     write(tmp_path, [{"timestamp": 0, "output_length": 1, "hash_ids": [1]}])
     w = load_workload({"trace_path": "t.jsonl", "replay_concurrency": 3}, base_dir=tmp_path)
     assert w.trace_path == tmp_path / "t.jsonl" and w.mode == "closed" and w.concurrency == 3
+
+
+def test_a_trace_is_parsed_once_while_the_file_is_unchanged(tmp_path):
+    row = {"timestamp": 0, "output_length": 1, "hash_ids": [1]}
+    path = write(tmp_path, [row])
+    first = requests(TraceWorkload(trace_path=path))
+    again = requests(TraceWorkload(trace_path=path))  # an equal workload: the parsed copy
+    assert again == first and again[0] is first[0]
+    write(tmp_path, [row, {**row, "timestamp": 5, "hash_ids": [2]}])
+    changed = requests(TraceWorkload(trace_path=path))
+    assert [r.arrival_ms for r in changed] == [0, 5]
+
+
+def test_a_broken_trace_fails_on_every_read(tmp_path):
+    path = write(tmp_path, [{"timestamp": 0, "hash_ids": [1]}])
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="missing output_length"):
+            requests(TraceWorkload(trace_path=path))
