@@ -33,7 +33,14 @@ from aisimulate.catalog.models import ModelSpec, publisher_config
 from aisimulate.catalog.systems import System
 from aisimulate.errors import ConfigError
 from aisimulate.perf.memory import check_backend
-from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args, time_ms_pricer
+from aisimulate.perf.model import (
+    BatchArrays,
+    BatchShape,
+    PassBreakdown,
+    batch_args,
+    batch_decode_times,
+    time_ms_pricer,
+)
 from aisimulate.perf.shape import ParallelShape, check_shape
 
 INSTALL_HINT = 'perf: aic needs the optional AIConfigurator backend: pip install "aisimulate[aic]"'
@@ -343,6 +350,15 @@ class AicPerfModel:
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
         return time_ms_pricer(self, decode_requests, tokens_per_step, kv_capacity_tokens)
+
+    def decode_times_ms(
+        self,
+        decode_requests: float,
+        tokens_per_step: float,
+        kv_capacity_tokens: float,
+        context_tokens: np.ndarray,
+    ) -> np.ndarray:
+        return batch_decode_times(self, decode_requests, tokens_per_step, kv_capacity_tokens, context_tokens)
 
     def pass_time_ms(self, batch: BatchShape) -> float:
         return self.time_ms(*batch_args(batch))

@@ -33,7 +33,14 @@ from aisimulate.perf.kernels import (
     moe_block,
 )
 from aisimulate.perf.memory import attention_params_per_rank, check_backend
-from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args, time_ms_pricer
+from aisimulate.perf.model import (
+    BatchArrays,
+    BatchShape,
+    PassBreakdown,
+    batch_args,
+    batch_decode_times,
+    time_ms_pricer,
+)
 from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
 
 _NO_COMM = Collective(0.0, 0.0)
@@ -309,6 +316,29 @@ class AnalyticPerfModel:
 
             return overlapped
         return lambda ctx: gemm + generation(d, ctx, tps) + moe + comm + overhead
+
+    def decode_times_ms(
+        self,
+        decode_requests: float,
+        tokens_per_step: float,
+        kv_capacity_tokens: float,
+        context_tokens: np.ndarray,
+    ) -> np.ndarray:
+        if self._mtp_layer_fraction:
+            return batch_decode_times(
+                self, decode_requests, tokens_per_step, kv_capacity_tokens, context_tokens
+            )
+        d, tps = decode_requests, tokens_per_step
+        # Everything but the generation attention is one number for the whole stretch; the sums
+        # keep pass_times_ms's order, so the prices are the same to the last bit.
+        gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)
+        kernels = gemm + self._generation.time_ms(d, np.asarray(context_tokens, dtype=np.float64), tps)
+        kernels += moe
+        kernels += comm
+        if self.async_scheduling:
+            return np.maximum(kernels, overhead, out=kernels)
+        kernels += overhead
+        return kernels
 
     def explain(self, batch: BatchShape) -> PassBreakdown:
         """Components of one pass; under async scheduling ``overhead_ms`` is the visible part."""

@@ -201,6 +201,17 @@ class PerfModel(Protocol):
         only the context grows, so a provider binds everything else once."""
         ...
 
+    def decode_times_ms(
+        self,
+        decode_requests: float,
+        tokens_per_step: float,
+        kv_capacity_tokens: float,
+        context_tokens: np.ndarray,
+    ) -> np.ndarray:
+        """The same passes priced at once, one per summed context: a long stretch's prices, in
+        one vectorised call."""
+        ...
+
 
 def time_ms_pricer(
     perf: PerfModel, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
@@ -208,6 +219,28 @@ def time_ms_pricer(
     """``decode_pricer`` for a provider with nothing worth binding: ``time_ms`` per pass."""
     time_ms = perf.time_ms
     return lambda ctx: time_ms(0, 0, 0.0, 0, decode_requests, ctx, tokens_per_step, ctx, kv_capacity_tokens)
+
+
+def batch_decode_times(
+    perf: PerfModel,
+    decode_requests: float,
+    tokens_per_step: float,
+    kv_capacity_tokens: float,
+    context_tokens: np.ndarray,
+) -> np.ndarray:
+    """``decode_times_ms`` for a provider with nothing worth binding: ``pass_times_ms`` on the
+    passes spelled out."""
+    decoders = np.empty(len(context_tokens))
+    decoders.fill(decode_requests)
+    return perf.pass_times_ms(
+        BatchArrays(
+            decode_requests=decoders,
+            decode_context_tokens=context_tokens,
+            tokens_per_step=tokens_per_step,
+            active_kv_tokens=context_tokens,
+            kv_capacity_tokens=kv_capacity_tokens,
+        )
+    )
 
 
 def batch_args(batch: BatchShape) -> tuple[float, ...]:

@@ -105,9 +105,20 @@ class PolynomialPerfModel:
             unattributed_ms=prefill + decode, extra={"prefill_ms": prefill, "decode_ms": decode}
         )
 
+    def decode_times_ms(
+        self,
+        decode_requests: float,
+        tokens_per_step: float,
+        kv_capacity_tokens: float,
+        context_tokens: np.ndarray,
+    ) -> np.ndarray:
+        return self._decode_only(context_tokens, kv_capacity_tokens)
+
     def pass_times_ms(self, batches: BatchArrays) -> np.ndarray:
         if not batches.has_prefill and batches.active_kv_tokens is not None:
-            return self._decode_only(np.asarray(batches.decode_requests), batches)
+            d = np.asarray(batches.decode_requests)
+            total = self._decode_only(batches.active_kv_tokens, batches.kv_capacity_tokens)
+            return total if np.minimum.reduce(d, initial=1) > 0 else np.where(d > 0, total, 0.0)
         p, r, _, ctx, d, _, active = batches.filled()
         if batches.has_prefill:
             safe_r = np.where(r > 0, r, 1.0)
@@ -129,12 +140,12 @@ class PolynomialPerfModel:
         total = prefill + decode
         return total / self.speedup_ratio if self.speedup_ratio > 0 else total
 
-    def _decode_only(self, d: np.ndarray, batches: BatchArrays) -> np.ndarray:
+    def _decode_only(self, active_kv_tokens: np.ndarray, capacity: float) -> np.ndarray:
+        """Passes that each decode at least one sequence."""
         # In place and through the ufuncs themselves: decode stretches call this with a few
         # passes each, where per-call overhead, not arithmetic, is the cost. Same operations in
         # the same order as (Q * u + L) * u + C.
-        capacity = batches.kv_capacity_tokens
-        active = np.asarray(batches.active_kv_tokens, dtype=np.float64)
+        active = np.asarray(active_kv_tokens, dtype=np.float64)
         if capacity > 0:
             u = active / capacity
             np.minimum(u, 1.0, out=u)
@@ -145,8 +156,6 @@ class PolynomialPerfModel:
         total *= u
         total += DECODE_CONSTANT
         np.maximum(total, DECODE_FLOOR_MS, out=total)
-        if np.minimum.reduce(d, initial=1) <= 0:
-            total = np.where(d > 0, total, 0.0)
         if self.speedup_ratio > 0:
             total /= self.speedup_ratio
         return total

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from aisimulate.perf.model import BatchArrays
-
 if TYPE_CHECKING:
     from aisimulate.replay.request import Request
 
@@ -76,17 +74,7 @@ class DecodeStretches:
             first = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)(ctx)
             passes = min(passes, int((horizon_ms - now_ms) / first) + 2)  # passes only grow longer
         ctx = self.ledger.contexts(self.dec_ctx, p, passes)  # the batch's, after each pass
-        decoders = np.empty(passes)
-        decoders.fill(d)
-        times = self.perf.pass_times_ms(
-            BatchArrays(
-                decode_requests=decoders,
-                decode_context_tokens=ctx,
-                tokens_per_step=self.tokens_per_step,
-                active_kv_tokens=ctx,
-                kv_capacity_tokens=self.capacity_tokens,
-            )
-        )
+        times = self.perf.decode_times_ms(d, self.tokens_per_step, self.capacity_tokens, ctx)
         # Sequential sums from now, exactly as pass-by-pass stepping adds them.
         ends = np.empty(passes + 1)
         ends[0] = now_ms

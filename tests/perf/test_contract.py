@@ -96,6 +96,24 @@ class PerfModelContract:
         for ctx in (decoders * 100, decoders * 2048 + 7, 450_000, 600_000):
             assert price(ctx) == model.time_ms(0, 0, 0.0, 0, decoders, ctx, tokens_per_step, ctx, 500_000)
 
+    @pytest.mark.parametrize(("decoders", "tokens_per_step"), [(1, 1.0), (64, 1.0), (48, 3.0)])
+    def test_decode_times_are_the_vectorised_passes(self, decoders, tokens_per_step):
+        """A long stretch's prices in one call: the passes spelled out to the last bit, and the
+        scalar path's to rounding."""
+        model = self.make()
+        ctx = np.array([decoders * 100, decoders * 2048 + 7, 450_000, 600_000], dtype=np.float64)
+        times = model.decode_times_ms(decoders, tokens_per_step, 500_000, ctx)
+        spelled = BatchArrays(
+            decode_requests=np.full(ctx.size, float(decoders)),
+            decode_context_tokens=ctx,
+            tokens_per_step=tokens_per_step,
+            active_kv_tokens=ctx,
+            kv_capacity_tokens=500_000,
+        )
+        assert np.array_equal(times, model.pass_times_ms(spelled))
+        scalar = [model.time_ms(0, 0, 0.0, 0, decoders, c, tokens_per_step, c, 500_000) for c in ctx]
+        np.testing.assert_allclose(times, scalar, rtol=1e-12)
+
 
 def _fields(batch: BatchShape) -> dict:
     return {name: getattr(batch, name) for name in batch.__slots__}
