@@ -37,8 +37,8 @@ from aisimulate.perf.model import (
     BatchArrays,
     BatchShape,
     PassBreakdown,
+    SpelledOutDecodeTimes,
     batch_args,
-    batch_decode_times,
     time_ms_pricer,
 )
 from aisimulate.perf.shape import ParallelShape, check_shape
@@ -215,7 +215,7 @@ def _kv_tokens(
     return int(estimate["total_kv_size_tokens"]) * pp
 
 
-class AicPerfModel:
+class AicPerfModel(SpelledOutDecodeTimes):
     """AIConfigurator's per-iteration latency for one worker shape, memoised on bucketed passes."""
 
     name = "aic"
@@ -350,15 +350,6 @@ class AicPerfModel:
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
         return time_ms_pricer(self, decode_requests, tokens_per_step, kv_capacity_tokens)
-
-    def decode_times_ms(
-        self,
-        decode_requests: float,
-        tokens_per_step: float,
-        kv_capacity_tokens: float,
-        context_tokens: np.ndarray,
-    ) -> np.ndarray:
-        return batch_decode_times(self, decode_requests, tokens_per_step, kv_capacity_tokens, context_tokens)
 
     def pass_time_ms(self, batch: BatchShape) -> float:
         return self.time_ms(*batch_args(batch))

@@ -243,6 +243,19 @@ def batch_decode_times(
     )
 
 
+class SpelledOutDecodeTimes:
+    """Mixed into a provider whose decode passes have nothing worth binding."""
+
+    def decode_times_ms(
+        self,
+        decode_requests: float,
+        tokens_per_step: float,
+        kv_capacity_tokens: float,
+        context_tokens: np.ndarray,
+    ) -> np.ndarray:
+        return batch_decode_times(self, decode_requests, tokens_per_step, kv_capacity_tokens, context_tokens)  # type: ignore[arg-type]
+
+
 def batch_args(batch: BatchShape) -> tuple[float, ...]:
     """A batch as the positional arguments of ``PerfModel.time_ms``."""
     return (

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from aisimulate.errors import ConfigError
-from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args, batch_decode_times
+from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, SpelledOutDecodeTimes, batch_args
 from aisimulate.perf.polynomial import DECODE_FLOOR_MS
 
 
@@ -50,7 +50,7 @@ class _Axis:
         return i, (q - v[i]) / (v[i + 1] - v[i])
 
 
-class TablePerfModel:
+class TablePerfModel(SpelledOutDecodeTimes):
     """Interpolates measured prefill and decode latencies."""
 
     name = "table"
@@ -204,15 +204,6 @@ class TablePerfModel:
     ) -> Callable[[float], float]:
         decode = self._decode
         return lambda ctx: decode(ctx, ctx / decode_requests)
-
-    def decode_times_ms(
-        self,
-        decode_requests: float,
-        tokens_per_step: float,
-        kv_capacity_tokens: float,
-        context_tokens: np.ndarray,
-    ) -> np.ndarray:
-        return batch_decode_times(self, decode_requests, tokens_per_step, kv_capacity_tokens, context_tokens)
 
     def pass_time_ms(self, batch: BatchShape) -> float:
         return self.time_ms(*batch_args(batch))
