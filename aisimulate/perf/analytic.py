@@ -332,7 +332,7 @@ class AnalyticPerfModel:
         # Everything but the generation attention is one number for the whole stretch; the sums
         # keep pass_times_ms's order, so the prices are the same to the last bit.
         gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)
-        kernels = gemm + self._generation.time_ms(d, np.asarray(context_tokens, dtype=np.float64), tps)
+        kernels = gemm + self._generation.over_contexts(d, np.asarray(context_tokens, dtype=np.float64), tps)
         kernels += moe
         kernels += comm
         if self.async_scheduling:

@@ -253,6 +253,23 @@ class GenerationAttention:
         compute = self.per_context_token_compute_ms * context_tokens * tokens_per_step
         return (sequences > 0) * (ops.max(memory, compute) + self.per_sequence_ms * sequences + self.fixed_ms)
 
+    def over_contexts(
+        self, sequences: float, context_tokens: np.ndarray, tokens_per_step: float
+    ) -> np.ndarray:
+        """``time_ms`` of one batch (``sequences`` > 0) at many summed contexts: a decode
+        stretch's one per-pass term. Memory-bound without a sliding window (most models), it is
+        one multiply and two in-place adds, the same operations in the same order."""
+        mem = self.per_context_token_mem_ms
+        # A margin well above rounding: compute then stays below memory at every context.
+        if self.sliding_per_token_ms or self.per_context_token_compute_ms * tokens_per_step >= mem * (
+            1 - 1e-9
+        ):
+            return self.time_ms(sequences, context_tokens, tokens_per_step)
+        times = context_tokens * mem
+        times += self.per_sequence_ms * sequences
+        times += self.fixed_ms
+        return times
+
     def scalar(self) -> Callable[[float, float, float], float]:
         mem, comp, seq, fixed = (
             self.per_context_token_mem_ms,

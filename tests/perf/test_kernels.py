@@ -68,6 +68,27 @@ AR = all_reduce(count=64, num_gpus=4, bytes_per_token=8192, link_gbps=450, fit=C
 counts = st.floats(min_value=0, max_value=1e5, allow_nan=False)
 
 
+@pytest.mark.parametrize(
+    ("sliding_layers", "flops", "tokens_per_step"),
+    [(0, 2048, 1.0), (0, 2048, 4.0), (12, 2048, 1.0), (0, 2e6, 1.0), (0, 3e5, 1.0), (0, 3e5, 1.05)],
+    ids=["memory-bound", "memory-bound-mtp", "sliding", "compute-bound", "just-memory", "just-compute"],
+)
+def test_attention_over_contexts_is_time_ms_to_the_bit(sliding_layers, flops, tokens_per_step):
+    gen = generation_attention(
+        num_layers=12,
+        num_heads=8,
+        kv_bytes_per_token_layer=2048,
+        flops_per_context_token_layer=flops,
+        peak_tflops=989,
+        hbm_gbps=4800,
+        fit=AttentionFit(),
+        num_sliding_layers=sliding_layers,
+        sliding_window=128,
+    )
+    ctx = np.array([0.0, 7.0, 64.0 * 100, 123_457.0, 2.5e6])
+    assert np.array_equal(gen.over_contexts(48, ctx, tokens_per_step), gen.time_ms(48, ctx, tokens_per_step))
+
+
 @settings(max_examples=200)
 @given(a=counts, b=counts, c=counts, d=counts)
 def test_scalar_closures_equal_array_formulas(a, b, c, d):
