@@ -37,8 +37,8 @@ from aisimulate.perf.model import (
     BatchArrays,
     BatchShape,
     PassBreakdown,
+    SpelledOutDecodeTimes,
     batch_args,
-    batch_decode_times,
     time_ms_pricer,
 )
 from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
@@ -46,7 +46,7 @@ from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
 _NO_COMM = Collective(0.0, 0.0)
 
 
-class AnalyticPerfModel:
+class AnalyticPerfModel(SpelledOutDecodeTimes):
     """Roofline latency of one engine pass, calibrated against measured kernels."""
 
     name = "analytic"
@@ -324,11 +324,9 @@ class AnalyticPerfModel:
         kv_capacity_tokens: float,
         context_tokens: np.ndarray,
     ) -> np.ndarray:
-        if self._mtp_layer_fraction:
-            return batch_decode_times(
-                self, decode_requests, tokens_per_step, kv_capacity_tokens, context_tokens
-            )
         d, tps = decode_requests, tokens_per_step
+        if self._mtp_layer_fraction:  # the draft layers' attention: passes spelled out
+            return super().decode_times_ms(d, tps, kv_capacity_tokens, context_tokens)
         # Everything but the generation attention is one number for the whole stretch; the sums
         # keep pass_times_ms's order, so the prices are the same to the last bit.
         gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)

@@ -221,30 +221,10 @@ def time_ms_pricer(
     return lambda ctx: time_ms(0, 0, 0.0, 0, decode_requests, ctx, tokens_per_step, ctx, kv_capacity_tokens)
 
 
-def batch_decode_times(
-    perf: PerfModel,
-    decode_requests: float,
-    tokens_per_step: float,
-    kv_capacity_tokens: float,
-    context_tokens: np.ndarray,
-) -> np.ndarray:
-    """``decode_times_ms`` for a provider with nothing worth binding: ``pass_times_ms`` on the
-    passes spelled out."""
-    decoders = np.empty(len(context_tokens))
-    decoders.fill(decode_requests)
-    return perf.pass_times_ms(
-        BatchArrays(
-            decode_requests=decoders,
-            decode_context_tokens=context_tokens,
-            tokens_per_step=tokens_per_step,
-            active_kv_tokens=context_tokens,
-            kv_capacity_tokens=kv_capacity_tokens,
-        )
-    )
-
-
 class SpelledOutDecodeTimes:
-    """Mixed into a provider whose decode passes have nothing worth binding."""
+    """Mixed into a provider whose decode passes have nothing worth binding (or, for the
+    analytic model, not under MTP): ``decode_times_ms`` as ``pass_times_ms`` on the passes
+    spelled out."""
 
     def decode_times_ms(
         self,
@@ -253,7 +233,17 @@ class SpelledOutDecodeTimes:
         kv_capacity_tokens: float,
         context_tokens: np.ndarray,
     ) -> np.ndarray:
-        return batch_decode_times(self, decode_requests, tokens_per_step, kv_capacity_tokens, context_tokens)  # type: ignore[arg-type]
+        decoders = np.empty(len(context_tokens))
+        decoders.fill(decode_requests)
+        return self.pass_times_ms(  # type: ignore[attr-defined]
+            BatchArrays(
+                decode_requests=decoders,
+                decode_context_tokens=context_tokens,
+                tokens_per_step=tokens_per_step,
+                active_kv_tokens=context_tokens,
+                kv_capacity_tokens=kv_capacity_tokens,
+            )
+        )
 
 
 def batch_args(batch: BatchShape) -> tuple[float, ...]:
