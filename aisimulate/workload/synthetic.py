@@ -9,6 +9,7 @@ gaps, a fixed ``arrival_interval_ms``, or in a closed loop of ``concurrency`` re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Literal
 
@@ -22,6 +23,9 @@ from aisimulate.workload.request import RequestSpec, Session
 UNIQUE_ID_BASE = 1 << 48  # unique block ids live far from group ids
 # Integers only: tuples of ints hash identically in every process (strings do not).
 PREFIX_GROUP_TAG = 0x9E3779B97F4A7C15
+# The most prompt blocks a run may name and still be kept for the next replay of the same
+# workload (about 30 MiB of sessions; a 10,000-request run of 1k-token prompts names 160,000).
+CACHED_HASH_IDS = 1 << 19
 
 
 class SyntheticWorkload(BaseModel):
@@ -92,7 +96,15 @@ class SyntheticWorkload(BaseModel):
         return np.cumsum(gaps)
 
     def sessions(self, block_size: int, seed: int = 0) -> Iterator[Session]:
-        """Sessions in arrival order; hash ids are per ``block_size`` tokens (the engine's)."""
+        """Sessions in arrival order; hash ids are per ``block_size`` tokens (the engine's).
+        A search replays one workload for many candidates: a run naming up to
+        ``CACHED_HASH_IDS`` blocks is generated once per block size and seed (sessions are
+        immutable); a longer one is streamed, never held whole."""
+        if self.num_total_requests * -(-round(self.mean_isl) // block_size) > CACHED_HASH_IDS:
+            return self._generate(block_size, seed)
+        return iter(_generated_sessions(self, block_size, seed))
+
+    def _generate(self, block_size: int, seed: int) -> Iterator[Session]:
         rng = np.random.default_rng([seed, 0x5157])
         arrivals = self._arrivals(rng)
         starts = arrivals.tolist() if arrivals is not None else None
@@ -139,3 +151,8 @@ class SyntheticWorkload(BaseModel):
                 )
                 rid += 1
             yield Session(session_id=s, turns=tuple(turns))
+
+
+@functools.lru_cache(maxsize=2)
+def _generated_sessions(workload: SyntheticWorkload, block_size: int, seed: int) -> tuple[Session, ...]:
+    return tuple(workload._generate(block_size, seed))

@@ -81,3 +81,22 @@ def test_length_distributions():
 def test_bad_synthetic_configs_name_the_field(mapping, match):
     with pytest.raises(ConfigError, match=match):
         load_workload(mapping)
+
+
+def test_a_run_is_generated_once_per_block_size_and_seed():
+    w = SyntheticWorkload(isl=100, osl=10, num_requests=5, concurrency=2)
+    first = all_requests(w)
+    again = all_requests(SyntheticWorkload(isl=100, osl=10, num_requests=5, concurrency=2))
+    assert again == first and again[0] is first[0]  # an equal workload: the kept copy
+    assert all_requests(w, block_size=32)[0] is not first[0]
+    assert all_requests(w, seed=1)[0] is not first[0]
+
+
+def test_a_long_run_is_streamed_not_kept(monkeypatch):
+    from aisimulate.workload import synthetic
+
+    monkeypatch.setattr(synthetic, "CACHED_HASH_IDS", 9)  # 5 requests of 2 blocks name 10
+    w = SyntheticWorkload(isl=100, osl=10, num_requests=5, concurrency=2)
+    first = all_requests(w)
+    again = all_requests(w)
+    assert again == first and again[0] is not first[0]
