@@ -91,7 +91,7 @@ class Simulation:
         self._seq = count()
         self.in_flight = 0
         self.num_requests = 0
-        self.ready: deque[RequestSpec] = deque()
+        self.ready: deque[tuple[RequestSpec, Session]] = deque()
         self.next_turn: dict[int, tuple[Session, int]] = {}
         self._pending_session: Session | None = None
         self.timeline: list[dict[str, Any]] | None = [] if capture_timeline else None
