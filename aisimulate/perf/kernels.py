@@ -260,10 +260,9 @@ class GenerationAttention:
         stretch's one per-pass term. Memory-bound without a sliding window (most models), it is
         one multiply and two in-place adds, the same operations in the same order."""
         mem = self.per_context_token_mem_ms
+        compute = self.per_context_token_compute_ms * tokens_per_step
         # A margin well above rounding: compute then stays below memory at every context.
-        if self.sliding_per_token_ms or self.per_context_token_compute_ms * tokens_per_step >= mem * (
-            1 - 1e-9
-        ):
+        if self.sliding_per_token_ms or compute >= mem * (1 - 1e-9):
             return self.time_ms(sequences, context_tokens, tokens_per_step)
         times = context_tokens * mem
         times += self.per_sequence_ms * sequences

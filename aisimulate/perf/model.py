@@ -197,8 +197,8 @@ class PerfModel(Protocol):
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
         """``time_ms`` of a decode-only pass of these sequences (at least one) as a function of
-        their summed context (which is also the active KV). A decode stretch prices many such passes in which
-        only the context grows, so a provider binds everything else once."""
+        their summed context (which is also the active KV). A decode stretch prices many such
+        passes in which only the context grows, so a provider binds everything else once."""
         ...
 
     def decode_times_ms(

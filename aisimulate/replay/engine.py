@@ -110,8 +110,10 @@ class Rank(DecodeStretches, DecodeDestination):
         self.exact = (
             exact or spec.max_num_seqs > spec.max_num_batched_tokens or spec.preemption_mode == "fifo"
         )
-        rates, mtp_rng = spec.accept_rates, np.random.default_rng([spec.mtp_seed, worker, rank])
-        self._bursts = BurstSampler(rates, mtp_rng) if rates else None
+        rates = spec.accept_rates
+        self._bursts = (
+            BurstSampler(rates, np.random.default_rng([spec.mtp_seed, worker, rank])) if rates else None
+        )
         self.ledger = BurstLedger(spec.block_size) if rates else OneTokenLedger(spec.block_size)
         self.waiting: deque[Request] = deque()
         # Decode role: requests whose KV arrived from a prefill worker, ready to decode.
