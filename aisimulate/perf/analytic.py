@@ -23,16 +23,26 @@ from aisimulate.catalog.systems import System
 from aisimulate.perf.calibration import Calibration, calibration_for, moe_curve_key
 from aisimulate.perf.kernels import (
     Collective,
+    LinearAttention,
+    LinearAttentionFit,
     MoeCurve,
     Roofline,
+    SparseAttentionFit,
     all_reduce,
     all_to_all,
     context_attention,
     gemm_roofline,
     generation_attention,
+    linear_attention,
     moe_block,
+    sparse_attention,
 )
-from aisimulate.perf.memory import attention_params_per_rank, check_backend
+from aisimulate.perf.memory import (
+    attention_params_per_rank,
+    check_backend,
+    indexer_key_bytes_per_token_layer,
+    state_bytes_per_request_per_gpu,
+)
 from aisimulate.perf.model import (
     BatchArrays,
     BatchShape,
@@ -44,6 +54,7 @@ from aisimulate.perf.model import (
 from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
 
 _NO_COMM = Collective(0.0, 0.0)
+_NO_LINEAR_ATTENTION = LinearAttention(0.0, 0.0, 0.0)
 
 
 class AnalyticPerfModel(SpelledOutDecodeTimes):
@@ -72,6 +83,8 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self._dp = shape.attention_dp
         self._linear, self._lm_head = self._build_gemms(cal)
         self._context, self._generation = self._build_attention(cal)
+        self._linear_attention = self._build_linear_attention()
+        self._hybrid = model.is_hybrid_linear
         self._moe = self._build_moe(cal)
         self._comm = self._build_comm(cal)
         self._overhead_base = cal.overhead.base_ms
@@ -130,6 +143,8 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         if not m.is_mla:
             kv_elems = 2 * kv_heads_per_rank(m, shape.tp) * m.head_dim
         kv_bytes_layer = kv_elems * KV_BYTES_PER_ELEMENT[self.kv_dtype]
+        if m.is_mla:
+            kv_bytes_layer = m.kv_bytes_per_token_per_layer(self.kv_dtype)
         bf16 = self.system.tflops["bf16"]
         common = dict(
             num_layers=m.num_full_attention_layers,
@@ -149,7 +164,43 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         generation = generation_attention(
             flops_per_context_token_layer=flops, fit=cal.generation_attention, **common
         )
-        return context, generation
+        if not m.is_sparse_attention:
+            return context, generation
+        return sparse_attention(
+            context=context,
+            generation=generation,
+            num_layers=m.num_full_attention_layers,
+            num_heads=heads_r,
+            kv_lora_rank=m.kv_lora_rank,
+            qk_rope_head_dim=m.qk_rope_head_dim,
+            top_k=m.index_topk,
+            index_n_heads=m.index_n_heads,
+            index_head_dim=m.index_head_dim,
+            indexer_key_bytes_per_token_layer=indexer_key_bytes_per_token_layer(m),
+            bf16_tflops=bf16,
+            fp8_tflops=self.system.tflops.get("fp8", bf16),
+            hbm_gbps=self.system.hbm_gbps,
+            fit=SparseAttentionFit(),
+        )
+
+    def _build_linear_attention(self) -> LinearAttention:
+        """Gated DeltaNet layers of a hybrid model (heads split by tp); none for other models."""
+        m, tp = self.model, self.shape.tp
+        if not m.is_hybrid_linear:
+            return _NO_LINEAR_ATTENTION
+        per_layer_state = (
+            state_bytes_per_request_per_gpu(m, ParallelShape(tp=tp)) / m.num_linear_attention_layers
+        )
+        return linear_attention(
+            num_layers=m.num_linear_attention_layers,
+            num_value_heads=m.linear_num_value_heads / tp,
+            key_head_dim=m.linear_key_head_dim,
+            value_head_dim=m.linear_value_head_dim,
+            state_bytes_per_layer=per_layer_state,
+            bf16_tflops=self.system.tflops["bf16"],
+            hbm_gbps=self.system.hbm_gbps,
+            fit=LinearAttentionFit(),
+        )
 
     def _build_moe(self, cal: Calibration) -> Any:
         """Measured latencies of the model's exact expert kernel where there are some, else the
@@ -234,6 +285,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self._s_lm_head = self._lm_head.scalar()
         self._s_context = self._context.scalar()
         self._s_generation = self._generation.scalar()
+        self._s_linear_attention = self._linear_attention.scalar()
         self._s_moe = self._moe.scalar() if self._moe is not None else None
         self._s_comm = self._comm.scalar()
 
@@ -245,6 +297,8 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             return 0.0, 0.0, 0.0, 0.0, 0.0
         gemm = self._s_linear(m) + self._s_lm_head(r + d * tps)
         attention = self._s_context(pairs, r, ctx, p) + self._s_generation(d, dctx, tps)
+        if self._hybrid:
+            attention += self._s_linear_attention(p, d * tps)
         moe = self._s_moe(m * self._dp) if self._s_moe is not None else 0.0
         overhead = self._overhead_base + self._overhead_per_seq * (r + d)
         if self._mtp_layer_fraction and d > 0:
@@ -260,6 +314,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         m = p + d * tps
         gemm = self._linear.time_ms(m) + self._lm_head.time_ms(r + d * tps)
         attention = self._context.time_ms(pairs, r, ctx, p) + self._generation.time_ms(d, dctx, tps)
+        attention = attention + self._linear_attention.time_ms(p, d * tps)
         moe = self._moe.time_ms(m * self._dp) if self._moe is not None else 0.0
         overhead = (m > 0) * (self._overhead_base + self._overhead_per_seq * (r + d))
         if self._mtp_layer_fraction:
@@ -305,17 +360,19 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             # The draft layers' attention grows with the context too: nothing simple to bind.
             return time_ms_pricer(self, decode_requests, tokens_per_step, kv_capacity_tokens)
         d, tps = decode_requests, tokens_per_step
-        # Only the generation attention reads the context; the sum keeps time_ms's order.
+        # Only the generation attention reads the context (the linear-attention layers' decode
+        # cost does not); the sums keep time_ms's order.
         gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)
+        state = self._s_linear_attention(0, d * tps)
         generation = self._s_generation
         if self.async_scheduling:
 
             def overlapped(ctx: float) -> float:
-                kernels = gemm + generation(d, ctx, tps) + moe + comm
+                kernels = gemm + (generation(d, ctx, tps) + state) + moe + comm
                 return kernels if kernels > overhead else overhead
 
             return overlapped
-        return lambda ctx: gemm + generation(d, ctx, tps) + moe + comm + overhead
+        return lambda ctx: gemm + (generation(d, ctx, tps) + state) + moe + comm + overhead
 
     def decode_times_ms(
         self,
@@ -330,7 +387,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         # Everything but the generation attention is one number for the whole stretch; the sums
         # keep pass_times_ms's order, so the prices are the same to the last bit.
         gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)
-        kernels = gemm + self._generation.over_contexts(d, np.asarray(context_tokens, dtype=np.float64), tps)
+        attention = self._generation.over_contexts(d, np.asarray(context_tokens, dtype=np.float64), tps)
+        attention += self._s_linear_attention(0, d * tps)
+        kernels = gemm + attention
         kernels += moe
         kernels += comm
         if self.async_scheduling:

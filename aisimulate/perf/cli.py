@@ -143,6 +143,11 @@ def run_memory(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         )
         table.add_row("KV tokens per rank", f"{estimate.kv_tokens_per_rank:,}")
         table.add_row(f"KV blocks ({estimate.block_size} tokens)", f"{estimate.num_gpu_blocks:,}")
+        if estimate.state_bytes_per_request_per_gpu:
+            table.add_row(
+                "recurrent state per request", f"{estimate.state_bytes_per_request_per_gpu / 2**20:.1f} MiB"
+            )
+            table.add_row("running requests (state pool)", f"{estimate.max_running_requests:,}")
         table.add_row("feasible", "yes" if estimate.feasible else f"no: {estimate.reason}")
         console.print(table)
     return result

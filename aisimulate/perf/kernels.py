@@ -34,6 +34,7 @@ class Ops:
 
 
 VECTOR = Ops(max=np.maximum, min=np.minimum, exp=np.exp)
+SCALAR = Ops(max=max, min=min, exp=math.exp)
 
 
 def flops_per_ms(tflops: float) -> float:
@@ -64,6 +65,41 @@ class AttentionFit:
     mem_eff: float = 0.7  # decode: fraction of HBM bandwidth
     t0_ms: float = 0.01
     per_request_ms: float = 0.0005
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SparseAttentionFit:
+    """DSA (DeepSeek-V3.2, GLM-5) kernels as fractions of the chip's own peaks.
+
+    Fitted on AIConfigurator 0.12's B200 SGLang 0.5.14 tables (``sparse_attention/``):
+    ``glm5_dsa_attn_module`` (flash_mla_sparse_fwd: 16,384 queries x 2,048 selected keys, 64
+    heads, 8.0 ms per layer), ``glm5_mqa_logits_module`` (deep_gemm fp8 MQA logits: 0.57 ms per
+    layer for a 16k prompt), ``glm5_topk_module`` (0.87 ms for a 16k prompt, nothing at or below
+    2,048 keys) and ``dsa_generation_module`` of zai-org/GLM-5-FP8 (decode: +0.05 ns per context
+    token and layer at batch 16-64 once the context passes top-k). Efficiencies transfer to
+    other chips as fractions of their peaks, as the other fits do.
+    """
+
+    selected_compute_eff: float = 0.26  # sparse MLA kernel, bf16 peak, per (query, selected key)
+    indexer_compute_eff: float = 0.43  # fp8 logits per (query, key) pair, fp8 peak
+    topk_mem_eff: float = 0.08  # top-k over fp32 scores, per scored key of a query past top-k
+    indexer_mem_eff: float = 0.35  # decode: indexer keys read per context token
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LinearAttentionFit:
+    """Gated DeltaNet layers (Qwen3.5) as fractions of the chip's own peaks.
+
+    Fitted on AIConfigurator 0.12's B200 SGLang 0.5.14 ``linear_attention/gdn_perf`` rows of
+    Qwen/Qwen3.5-397B-A17B (64 value heads of 128x128): chunked prefill (conv + chunk_gated_delta_rule)
+    0.124 us per token and layer at 32k-131k tokens, about 3 % of the bf16 peak on
+    ``8 * heads * d_k * d_v`` flops per token; decode (conv update + fused recurrent step)
+    1.29 us per sequence and layer at batch 256-512, the fp32 state read and written at 85 % of HBM.
+    """
+
+    prefill_compute_eff: float = 0.03
+    decode_mem_eff: float = 0.85
+    t0_ms: float = 0.005  # per layer and pass
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -314,6 +350,176 @@ def generation_attention(
         fixed_ms=layers * fit.t0_ms,
         sliding_per_token_ms=num_sliding_layers * kv_bytes_per_token_layer * per_byte,
         sliding_window=sliding_window,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SparseContextAttention:
+    """DSA prefill: a query at position j scores all j keys with the indexer, and attends to all
+    of them only while ``j <= top_k``; past that it attends to the ``top_k`` keys selected (the
+    sparse kernel) after a top-k over its j scores. Chunks are taken as equal (their means), the
+    aggregates a pass carries, so the cost stays a handful of operations whatever the batch."""
+
+    dense: ContextAttention  # the ordinary kernel, for the pairs of queries within top-k
+    top_k: float
+    per_selected_pair_ms: float
+    per_indexer_pair_ms: float
+    per_topk_pair_ms: float
+    per_indexer_context_token_ms: float  # cached indexer keys of earlier chunks, read once
+
+    def time_ms(
+        self, pairs: Any, requests: Any, context_tokens: Any, new_tokens: Any, ops: Ops = VECTOR
+    ) -> Any:
+        k = self.top_k
+        safe = ops.max(requests, 1)
+        c, n = context_tokens / safe, new_tokens / safe
+        beyond = ops.min(ops.max(c + n - k, 0), n)  # queries of a chunk past top-k
+        # Their causal pairs: positions c+n-beyond+1 .. c+n, summed.
+        beyond_pairs = requests * beyond * (c + n - (beyond - 1) / 2)
+        within = ops.max(pairs - beyond_pairs, 0)
+        # Cached latents are read for the keys attended: at most top-k per chunk's query span.
+        read = ops.min(context_tokens, requests * k)
+        dense = self.dense.time_ms(within, requests, read, new_tokens, ops)
+        sparse = (
+            self.per_selected_pair_ms * k * requests * beyond
+            + self.per_indexer_pair_ms * pairs
+            + self.per_topk_pair_ms * beyond_pairs
+            + self.per_indexer_context_token_ms * context_tokens
+        )
+        return dense + (requests > 0) * sparse
+
+    def scalar(self) -> Callable[[float, float, float, float], float]:
+        time_ms = self.time_ms
+
+        def scalar_time_ms(pairs: float, requests: float, context_tokens: float, new_tokens: float) -> float:
+            return float(time_ms(pairs, requests, context_tokens, new_tokens, SCALAR))
+
+        return scalar_time_ms
+
+
+@dataclass(frozen=True, slots=True)
+class SparseGenerationAttention:
+    """DSA decode: each sequence reads its indexer keys over the whole context (linear in
+    context), then at most ``top_k`` latents. With the summed context of ``sequences`` the
+    attended latents are ``min(context, sequences * top_k)``: exact when every context is on
+    the same side of top-k, an upper bound otherwise."""
+
+    dense: GenerationAttention
+    top_k: float
+    per_context_token_indexer_mem_ms: float
+    per_context_token_indexer_compute_ms: float  # times tokens_per_step
+
+    def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any, ops: Ops = VECTOR) -> Any:
+        g = self.dense
+        attended = ops.min(context_tokens, sequences * self.top_k)
+        memory = (
+            g.per_context_token_mem_ms * attended + self.per_context_token_indexer_mem_ms * context_tokens
+        )
+        compute = (
+            g.per_context_token_compute_ms * attended
+            + self.per_context_token_indexer_compute_ms * context_tokens
+        ) * tokens_per_step
+        return (sequences > 0) * (ops.max(memory, compute) + g.per_sequence_ms * sequences + g.fixed_ms)
+
+    def over_contexts(
+        self, sequences: float, context_tokens: np.ndarray, tokens_per_step: float
+    ) -> np.ndarray:
+        """``time_ms`` at many summed contexts: array operations, none per sequence."""
+        return self.time_ms(sequences, context_tokens, tokens_per_step)
+
+    def scalar(self) -> Callable[[float, float, float], float]:
+        time_ms = self.time_ms
+
+        def scalar_time_ms(sequences: float, context_tokens: float, tokens_per_step: float) -> float:
+            return float(time_ms(sequences, context_tokens, tokens_per_step, SCALAR))
+
+        return scalar_time_ms
+
+
+def sparse_attention(
+    *,
+    context: ContextAttention,
+    generation: GenerationAttention,
+    num_layers: float,
+    num_heads: float,
+    kv_lora_rank: float,
+    qk_rope_head_dim: float,
+    top_k: float,
+    index_n_heads: float,
+    index_head_dim: float,
+    indexer_key_bytes_per_token_layer: float,
+    bf16_tflops: float,
+    fp8_tflops: float,
+    hbm_gbps: float,
+    fit: SparseAttentionFit,
+) -> tuple[SparseContextAttention, SparseGenerationAttention]:
+    """The dense MLA costs wrapped with DSA's indexer, top-k and sparse kernel."""
+    per_byte = 1.0 / bytes_per_ms(hbm_gbps)
+    # Absorbed MLA over a selected key: scores on latent + rope, values in the latent.
+    selected_flops = 2 * num_heads * (2 * kv_lora_rank + qk_rope_head_dim)
+    indexer_flops = 2 * index_n_heads * index_head_dim
+    indexer_per_pair = num_layers * indexer_flops / (flops_per_ms(fp8_tflops) * fit.indexer_compute_eff)
+    indexer_bytes = num_layers * indexer_key_bytes_per_token_layer * per_byte
+    prefill = SparseContextAttention(
+        dense=context,
+        top_k=top_k,
+        per_selected_pair_ms=num_layers
+        * selected_flops
+        / (flops_per_ms(bf16_tflops) * fit.selected_compute_eff),
+        per_indexer_pair_ms=indexer_per_pair,
+        per_topk_pair_ms=num_layers * 4.0 * per_byte / fit.topk_mem_eff,
+        per_indexer_context_token_ms=indexer_bytes / fit.indexer_mem_eff,
+    )
+    decode = SparseGenerationAttention(
+        dense=generation,
+        top_k=top_k,
+        per_context_token_indexer_mem_ms=indexer_bytes / fit.indexer_mem_eff,
+        per_context_token_indexer_compute_ms=indexer_per_pair,
+    )
+    return prefill, decode
+
+
+@dataclass(frozen=True, slots=True)
+class LinearAttention:
+    """Gated DeltaNet layers: prefill linear in the new tokens (chunked scan), decode one state
+    update per verified token whatever the context (the recurrent state is fixed-size)."""
+
+    per_token_ms: float
+    per_step_ms: float
+    fixed_ms: float
+
+    def time_ms(self, new_tokens: Any, decode_steps: Any) -> Any:
+        work = new_tokens + decode_steps
+        return (work > 0) * (self.per_token_ms * new_tokens + self.per_step_ms * decode_steps + self.fixed_ms)
+
+    def scalar(self) -> Callable[[float, float], float]:
+        per_token, per_step, fixed = self.per_token_ms, self.per_step_ms, self.fixed_ms
+
+        def time_ms(new_tokens: float, decode_steps: float) -> float:
+            if new_tokens + decode_steps <= 0:
+                return 0.0
+            return per_token * new_tokens + per_step * decode_steps + fixed
+
+        return time_ms
+
+
+def linear_attention(
+    *,
+    num_layers: float,
+    num_value_heads: float,
+    key_head_dim: float,
+    value_head_dim: float,
+    state_bytes_per_layer: float,
+    bf16_tflops: float,
+    hbm_gbps: float,
+    fit: LinearAttentionFit,
+) -> LinearAttention:
+    """``num_value_heads`` and ``state_bytes_per_layer`` are one GPU's share (heads split by tp)."""
+    flops_per_token = 8 * num_value_heads * key_head_dim * value_head_dim
+    return LinearAttention(
+        per_token_ms=num_layers * flops_per_token / (flops_per_ms(bf16_tflops) * fit.prefill_compute_eff),
+        per_step_ms=num_layers * 2 * state_bytes_per_layer / (bytes_per_ms(hbm_gbps) * fit.decode_mem_eff),
+        fixed_ms=num_layers * fit.t0_ms if num_layers else 0.0,
     )
 
 

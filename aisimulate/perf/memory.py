@@ -25,6 +25,11 @@ BACKENDS: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 _ACT_HIDDEN_FACTOR = 4
 _ACT_INTER_FACTOR = 2
 _LOGIT_BYTES = 4  # fp32 logits for sampling, one row per running sequence
+# SGLang's --mamba-full-memory-ratio default: state pool : KV pool = 0.9 of what is left.
+SGLANG_STATE_TO_KV_RATIO = 0.9
+# SGLang state slots one running request of a hybrid model holds: its own, plus (MambaRadixCache,
+# the prefix cache of hybrid models, "no_buffer") the snapshots it keeps for reuse.
+SGLANG_STATE_SLOTS_PER_REQUEST = {False: 1, True: 3}
 
 
 def check_backend(backend: str) -> str:
@@ -53,6 +58,10 @@ class MemoryEstimate:
     kv_budget_bytes_per_gpu: float
     kv_bytes_per_token_per_gpu: float
     sliding_kv_bytes_per_gpu: float
+    # Hybrid linear attention: one running request's recurrent state, and how many requests the
+    # state pool lets run at once (0: the model keeps no recurrent state).
+    state_bytes_per_request_per_gpu: float
+    max_running_requests: int
     kv_tokens_per_rank: int
     num_gpu_blocks: int
     block_size: int
@@ -102,6 +111,16 @@ def weights_bytes_per_gpu(model: ModelSpec, shape: ParallelShape, *, nextn: int 
 
 
 def attention_params_per_rank(model: ModelSpec, tp: int) -> float:
+    """Attention weights of one layer on one GPU; with linear-attention layers, the mean over
+    the layers (a Gated DeltaNet mixer's projections are split by tp like attention heads)."""
+    if model.is_hybrid_linear:
+        full = model.num_layers - model.num_linear_attention_layers
+        linear = model.num_linear_attention_layers * model.params.linear_attention_per_layer / tp
+        return (full * _full_attention_params_per_rank(model, tp) + linear) / model.num_layers
+    return _full_attention_params_per_rank(model, tp)
+
+
+def _full_attention_params_per_rank(model: ModelSpec, tp: int) -> float:
     h = model.hidden_size
     if model.is_mla:
         # Low-rank down-projections are replicated; the up-projections and output are split.
@@ -113,12 +132,58 @@ def attention_params_per_rank(model: ModelSpec, tp: int) -> float:
 
 
 def kv_bytes_per_token_per_gpu(model: ModelSpec, shape: ParallelShape, kv_dtype: str) -> float:
-    """KV bytes one token takes on one GPU: MLA latents are not split by tp, GQA heads are."""
+    """KV bytes one token takes on one GPU: MLA latents are not split by tp, GQA heads are; a
+    sparse-attention (DSA) model adds its indexer's key, kept whole on every GPU like the latent."""
     per_element = KV_BYTES_PER_ELEMENT[kv_dtype]
     layers = math.ceil(model.num_full_attention_layers / shape.pp)
     if model.is_mla:
-        return layers * (model.kv_lora_rank + model.qk_rope_head_dim) * per_element
+        latent = model.kv_bytes_per_token_per_layer(kv_dtype)
+        return layers * (latent + indexer_key_bytes_per_token_layer(model))
     return layers * 2 * kv_heads_per_rank(model, shape.tp) * model.head_dim * per_element
+
+
+def indexer_key_bytes_per_token_layer(model: ModelSpec) -> float:
+    """One layer's indexer key per token (0 without sparse attention)."""
+    if not model.is_sparse_attention:
+        return 0.0
+    return model.indexer_key_bytes_per_token / model.num_full_attention_layers
+
+
+def state_bytes_per_request_per_gpu(model: ModelSpec, shape: ParallelShape) -> float:
+    """One request's recurrent state on the most loaded GPU: linear-attention heads split by tp,
+    layers by pipeline stage."""
+    if not model.is_hybrid_linear:
+        return 0.0
+    layers = model.num_linear_attention_layers
+    return model.linear_state_bytes_per_request() * math.ceil(layers / shape.pp) / layers / shape.tp
+
+
+def split_state_pool(
+    budget_bytes: float,
+    state_bytes: float,
+    *,
+    backend: str,
+    max_num_seqs: int,
+    prefix_caching: bool,
+    state_slots: int | None = None,
+) -> tuple[int, float]:
+    """(requests the state pool lets run at once, bytes it takes) out of the KV budget.
+
+    SGLang gives the state pool ``ratio / (1 + ratio)`` of the budget (``--mamba-full-memory-ratio``,
+    0.9) and a running request holds one slot, three with its prefix cache on; vLLM and TRT-LLM
+    are taken to hold states for ``max_num_seqs`` requests (TRT-LLM allocates them up front; vLLM
+    pages states and KV from one pool, which this bounds from above). ``state_slots`` pins the
+    pool (SGLang's ``--max-mamba-cache-size``).
+    """
+    per_request = SGLANG_STATE_SLOTS_PER_REQUEST[prefix_caching] if backend == "sglang" else 1
+    if state_slots is not None:
+        return min(max_num_seqs, state_slots // per_request), state_slots * state_bytes
+    if backend == "sglang":
+        pool = budget_bytes * SGLANG_STATE_TO_KV_RATIO / (1 + SGLANG_STATE_TO_KV_RATIO)
+        slots = int(max(pool, 0.0) // state_bytes)
+        running = min(max_num_seqs, slots // per_request)
+        return running, slots * state_bytes
+    return max_num_seqs, max_num_seqs * state_bytes
 
 
 def activation_bytes_per_gpu(
@@ -148,6 +213,8 @@ def estimate_memory(
     max_num_seqs: int = 256,
     max_model_len: int | None = None,
     nextn: int = 0,
+    enable_prefix_caching: bool = True,
+    state_slots: int | None = None,
 ) -> MemoryEstimate:
     """KV capacity and memory breakdown of one GPU; infeasible shapes say why instead of going negative."""
     check_backend(backend)
@@ -181,6 +248,18 @@ def estimate_memory(
         budget = capacity * gpu_memory_utilization - non_kv
 
     per_token = kv_bytes_per_token_per_gpu(model, shape, kv_dtype)
+    state = state_bytes_per_request_per_gpu(model, shape)
+    running, state_pool = 0, 0.0
+    if state:
+        running, state_pool = split_state_pool(
+            budget,
+            state,
+            backend=backend,
+            max_num_seqs=max_num_seqs,
+            prefix_caching=enable_prefix_caching,
+            state_slots=state_slots,
+        )
+        budget -= state_pool
     sliding = 0.0
     if model.num_sliding_layers:
         sliding_layers = math.ceil(model.num_sliding_layers / shape.pp)
@@ -197,6 +276,11 @@ def estimate_memory(
         reason = (
             f"weights need {weights / 2**30:.1f} GiB per GPU but {system.name} has "
             f"{capacity / 2**30:.1f} GiB ({shape.describe(moe=model.is_moe)})"
+        )
+    elif state and running < 1:
+        reason = (
+            f"recurrent state of one request needs {state / 2**30:.2f} GiB per GPU; "
+            f"{(budget + state_pool) / 2**30:.2f} GiB left after weights, activations and runtime"
         )
     elif tokens < block_size:
         reason = f"no KV budget left: {budget / 2**30:.2f} GiB after weights, activations and runtime"
@@ -217,6 +301,8 @@ def estimate_memory(
         kv_budget_bytes_per_gpu=max(budget, 0.0),
         kv_bytes_per_token_per_gpu=per_token,
         sliding_kv_bytes_per_gpu=sliding,
+        state_bytes_per_request_per_gpu=state,
+        max_running_requests=running,
         kv_tokens_per_rank=tokens if reason is None else 0,
         num_gpu_blocks=tokens // block_size if reason is None else 0,
         block_size=block_size,

@@ -44,6 +44,9 @@ class EngineSpec(_Frozen):
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     num_gpu_blocks: int | None = Field(default=None, ge=1, description="pin the KV pool per DP rank")
+    # Hybrid linear-attention models: recurrent-state slots per DP rank (SGLang's
+    # --max-mamba-cache-size); None sizes the state pool from memory.
+    max_mamba_cache_size: int | None = Field(default=None, ge=1)
     max_model_len: int | None = Field(default=None, ge=1)
     kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8", "fp4"] = "auto"
     preemption_mode: Literal["lifo", "fifo"] = "lifo"

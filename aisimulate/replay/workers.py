@@ -59,7 +59,14 @@ def resolve_engine(
         max_num_seqs=spec.max_num_seqs,
         max_model_len=spec.max_model_len,
         nextn=spec.nextn,
+        enable_prefix_caching=spec.enable_prefix_caching,
+        state_slots=spec.max_mamba_cache_size,
     )
+    if 0 < memory.max_running_requests < spec.max_num_seqs:
+        # Every running request holds one recurrent-state slot, taken when it starts and given
+        # back when it finishes or is preempted: the state pool caps the running requests as
+        # SGLang lowers max_running_requests to it.
+        spec = spec.model_copy(update={"max_num_seqs": memory.max_running_requests})
     async_scheduling = plan.async_scheduling(spec)
     provider = get_perf_model(
         perf,

@@ -143,6 +143,18 @@ class TestAnalyticMtp(PerfModelContract):
         return AnalyticPerfModel(model, system, ParallelShape(), nextn=2)
 
 
+class TestAnalyticSparseAttention(PerfModelContract):
+    def make(self):
+        model, system = get_model("zai-org/GLM-5-FP8"), get_system("b200_sxm")
+        return AnalyticPerfModel(model, system, ParallelShape(tp=8), backend="sglang")
+
+
+class TestAnalyticHybridLinearAsync(PerfModelContract):
+    def make(self):
+        model, system = get_model("Qwen/Qwen3.5-397B-A17B"), get_system("b200_sxm")
+        return AnalyticPerfModel(model, system, ParallelShape(tp=8), async_scheduling=True)
+
+
 class TestPolynomial(PerfModelContract):
     def make(self):
         return PolynomialPerfModel()
