@@ -262,6 +262,20 @@ class AicPerfModel(SpelledOutDecodeTimes):
         self._prefill: dict[tuple[int, int, int], float] = {}
         self._decode: dict[tuple[int, int], tuple[float, float]] = {}
         self._decode_extra_non_attention: dict[tuple[int, int], float] = {}
+        self._check_tables()
+
+    def _check_tables(self) -> None:
+        """One prefill and one decode call now: a kernel table the engine compiled without (e.g.
+        no DSA tables for a system and backend) fails here, as one error, not mid-replay."""
+        try:
+            with _quiet_aic_logs():
+                self._engine.predict_prefill_latency(1, 1024, 0)
+                self._engine.predict_decode_latency(1, 1024, 2)
+        except Exception as err:  # as in _engine: the library's errors have no common type
+            path, system, backend = self._compile_args[:3]
+            raise ConfigError(
+                f"perf: aic does not cover {path} on {system} with {backend}: {err}", where="perf"
+            ) from None
 
     def kv_tokens_per_rank(
         self, *, gpu_memory_utilization: float, max_num_batched_tokens: int, max_num_seqs: int

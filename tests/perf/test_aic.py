@@ -186,3 +186,19 @@ def test_vector_mixed_matches_scalar():
         for p, r, c, d, dc in zip(prefill, chunks, context, requests, contexts, strict=True)
     ]
     np.testing.assert_allclose(model.pass_times_ms(arrays), expected, rtol=1e-12)
+
+
+def test_aic_prices_sparse_and_hybrid_models_with_its_own_tables():
+    b200, tp8 = get_system("b200_sxm"), ParallelShape(tp=8)
+    glm5 = AicPerfModel(get_model("zai-org/GLM-5-FP8"), b200, tp8, backend="sglang")
+    assert glm5.time_ms(0, 0, 0.0, 0, 64, 64 * 32768) > glm5.time_ms(0, 0, 0.0, 0, 64, 64 * 8192) > 0
+    qwen = AicPerfModel(get_model("Qwen/Qwen3.5-397B-A17B"), b200, tp8, backend="sglang")
+    assert qwen.time_ms(4096, 1, 0.0, 0, 0, 0) > 0
+
+
+def test_dsa_without_aic_tables_is_one_error_and_auto_takes_analytic():
+    # AIConfigurator 0.12 has no TRT-LLM DSA tables for H200.
+    model, h200, tp8 = get_model("zai-org/GLM-5-FP8"), get_system("h200_sxm"), ParallelShape(tp=8)
+    with pytest.raises(ConfigError, match="perf: aic does not cover"):
+        AicPerfModel(model, h200, tp8, backend="trtllm")
+    assert get_perf_model("auto", model=model, system=h200, shape=tp8, backend="trtllm").name == "analytic"
