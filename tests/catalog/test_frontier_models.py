@@ -4,12 +4,16 @@ attention, new MoE shapes and weight formats."""
 import json
 import subprocess
 import sys
+from importlib import resources
 
 import pytest
 
-from aisimulate.catalog import get_model, list_models, parse_hf_config
+from aisimulate.catalog import get_model, get_system, list_models, parse_hf_config
 from aisimulate.catalog.dtypes import WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.errors import ConfigError
+from aisimulate.perf import ParallelShape
+from aisimulate.perf.cli import main
+from aisimulate.perf.memory import estimate_memory
 
 NEW = [
     "zai-org/GLM-5",
@@ -287,12 +291,32 @@ def test_unsupported_architecture_is_one_line_naming_the_model_type(tmp_path):
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
 
 
+# ---- perf memory for every new checkpoint ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [*NEW, "MiniMaxAI/MiniMax-M2"])
+def test_memory_of_every_new_checkpoint(name):
+    m = get_model(name)
+    estimate = estimate_memory(m, get_system("b200_sxm"), ParallelShape(tp=8, moe_ep=8))
+    # Eight GPUs hold the checkpoint once, plus the replicated MLA down-projections and norms.
+    assert 0.97 < estimate.weights_bytes_per_gpu * 8 / m.weight_bytes < 1.06
+    if estimate.feasible:
+        assert estimate.kv_tokens_per_rank > 0
+    else:  # bf16 GLM-5 (1.49 TB) does not fit 8 x 180 GiB
+        assert name == "zai-org/GLM-5" and "weights need" in estimate.reason
+
+
+@pytest.mark.parametrize("name", ["zai-org/GLM-5-FP8", "Qwen/Qwen3.5-397B-A17B", "moonshotai/Kimi-K2.5"])
+def test_perf_memory_cli_runs_for_new_models(name, capsys):
+    code = main(["memory", "--model", name, "--system", "b200_sxm", "--tp", "8", "--moe-ep", "8", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["model"] == name and data["feasible"] and data["kv_tokens_per_rank"] > 0
+
+
 # ---- helpers --------------------------------------------------------------------------------
 
 
 def _read(file):
-    from importlib import resources
-
     return (resources.files("aisimulate.catalog") / "models" / file).read_text()
 
 
