@@ -84,8 +84,9 @@ def test_parameter_counts_match_model_cards(name, total_b, active_b, counts):
 def test_every_card_is_cited_in_its_file():
     for name in ["zai-org/GLM-5", "deepseek-ai/DeepSeek-V3.2", "moonshotai/Kimi-K2.5"]:
         assert "Model card" in (get_model(name).note or "")
-    for name in ["MiniMaxAI/MiniMax-M2.5", "Qwen/Qwen3.5-397B-A17B", "Qwen/Qwen3.5-122B-A10B"]:
+    for name in ["MiniMaxAI/MiniMax-M2", "Qwen/Qwen3.5-397B-A17B", "Qwen/Qwen3.5-122B-A10B"]:
         assert "Model card" in (get_model(name).note or "")
+    assert "229B" in (get_model("MiniMaxAI/MiniMax-M2.5").note or "")
 
 
 # ---- DSA ------------------------------------------------------------------------------------
@@ -262,6 +263,30 @@ def test_local_nvfp4_scope_from_the_exclusion_list(tmp_path):
     m = get_model(str(folder))
     assert (m.weight_dtype, m.quant_scope, m.checkpoint_kv_dtype) == ("nvfp4", "mlp", "fp8")
     assert m.indexer_key_bytes_per_token == 78 * 132
+
+
+def test_fp8_checkpoint_keeping_norms_and_the_indexer_weights_is_all_linear():
+    config = {
+        **_config("glm-5.json"),
+        "quantization_config": {
+            "quant_method": "fp8",
+            "weight_block_size": [128, 128],
+            "modules_to_not_convert": [
+                "lm_head",
+                "model.layers.3.mlp.gate",
+                "model.layers.3.self_attn.indexers_proj",
+                "model.layers.3.self_attn.indexer.k_norm",
+                "model.layers.3.self_attn.q_a_layernorm",
+            ],
+        },
+    }
+    m = parse_hf_config(config, name="x", source="test", where="test")
+    assert (m.weight_dtype, m.quant_scope) == ("fp8_block", "all_linear")
+
+
+def test_kimi_k25_int4_scope_from_its_ignore_list():
+    m = parse_hf_config(_config("kimi-k2.5.json"), name="x", source="test", where="test")
+    assert (m.weight_dtype, m.quant_scope) == ("int4", "experts")
 
 
 def test_local_wrapped_configs_parse_the_text_model(tmp_path):
