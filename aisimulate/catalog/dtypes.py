@@ -38,7 +38,7 @@ NATIVE_MATH: dict[str, str] = {
     "fp8_block": "fp8",
     "nvfp4": "fp4",
     "mxfp4": "fp4",
-    "int4": "bf16",  # weight-only: no int4 tensor-core math on these chips' serving kernels
+    "int4": "bf16",  # W4A16: weight-only kernels unpack to 16 bits before the MMA
 }
 
 

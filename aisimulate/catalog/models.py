@@ -124,7 +124,9 @@ class ModelSpec:
     num_nextn_layers: int = 0
     weight_dtype: str = "bf16"
     base_dtype: str = "bf16"
-    quant_scope: str = "all_linear"  # or "experts": only routed experts are quantised
+    # Which linear layers carry `weight_dtype`: all_linear, mlp (attention stays in base_dtype) or
+    # experts (routed experts only); see `linear_dtype`.
+    quant_scope: str = "all_linear"
     checkpoint_kv_dtype: str | None = None
     note: str | None = None
 

@@ -31,6 +31,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "fp4": ("nvfp4", "mxfp4"),
     "nvfp4": ("nvfp4", "mxfp4"),
     "mxfp4": ("mxfp4", "nvfp4"),
+    "int4": ("int4",),
+    "int4_wo": ("int4",),  # AIConfigurator's weight-only int4 (W4A16)
 }
 MIN_REQUESTS = 100
 REQUESTS_PER_USER = 10

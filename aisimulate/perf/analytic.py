@@ -121,14 +121,15 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         heads_r = m.num_heads / tp
         attn_act = 2 * h + heads_r * (m.qk_head_dim + m.v_dim) + 2 * kv_heads_per_rank(m, tp) * m.head_dim
         attn_kernels = 5 if m.is_mla else 2
-        per_layer_attn = self._gemm(cal, dtype, attn_params, attn_act, attn_kernels)
+        attn_dtype = m.linear_dtype(expert=False, attention=True)
+        per_layer_attn = self._gemm(cal, attn_dtype, attn_params, attn_act, attn_kernels)
         linear = per_layer_attn.scaled(m.num_layers)
         dense_layers = m.num_dense_layers if m.is_moe else m.num_layers
         if dense_layers:
             inter = m.intermediate_size / tp
             linear = linear + self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2).scaled(dense_layers)
         if m.num_moe_layers and m.num_shared_experts:
-            inter = m.num_shared_experts * m.moe_intermediate_size / tp
+            inter = m.shared_expert_width / tp
             linear = linear + self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2).scaled(
                 m.num_moe_layers
             )

@@ -80,7 +80,8 @@ def weights_bytes_per_gpu(model: ModelSpec, shape: ParallelShape, *, nextn: int 
     expert_bytes = WEIGHT_BYTES_PER_PARAM[model.linear_dtype(expert=True)]
     base_bytes = WEIGHT_BYTES_PER_PARAM[model.base_dtype]
 
-    attention = attention_params_per_rank(model, tp) * dense_bytes
+    attention_bytes = WEIGHT_BYTES_PER_PARAM[model.linear_dtype(expert=False, attention=True)]
+    attention = attention_params_per_rank(model, tp) * attention_bytes
     if model.is_moe:
         experts = model.num_experts / moe_ep * p.expert_per_expert / moe_tp
         moe_layer = experts * expert_bytes + p.shared_expert_per_layer / tp * dense_bytes

@@ -4,12 +4,16 @@ attention, new MoE shapes and weight formats."""
 import json
 import subprocess
 import sys
+from importlib import resources
 
 import pytest
 
-from aisimulate.catalog import get_model, list_models, parse_hf_config
+from aisimulate.catalog import get_model, get_system, list_models, parse_hf_config
 from aisimulate.catalog.dtypes import WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.errors import ConfigError
+from aisimulate.perf import ParallelShape
+from aisimulate.perf.cli import main
+from aisimulate.perf.memory import estimate_memory
 
 NEW = [
     "zai-org/GLM-5",
@@ -80,8 +84,9 @@ def test_parameter_counts_match_model_cards(name, total_b, active_b, counts):
 def test_every_card_is_cited_in_its_file():
     for name in ["zai-org/GLM-5", "deepseek-ai/DeepSeek-V3.2", "moonshotai/Kimi-K2.5"]:
         assert "Model card" in (get_model(name).note or "")
-    for name in ["MiniMaxAI/MiniMax-M2.5", "Qwen/Qwen3.5-397B-A17B", "Qwen/Qwen3.5-122B-A10B"]:
+    for name in ["MiniMaxAI/MiniMax-M2", "Qwen/Qwen3.5-397B-A17B", "Qwen/Qwen3.5-122B-A10B"]:
         assert "Model card" in (get_model(name).note or "")
+    assert "229B" in (get_model("MiniMaxAI/MiniMax-M2.5").note or "")
 
 
 # ---- DSA ------------------------------------------------------------------------------------
@@ -260,6 +265,30 @@ def test_local_nvfp4_scope_from_the_exclusion_list(tmp_path):
     assert m.indexer_key_bytes_per_token == 78 * 132
 
 
+def test_fp8_checkpoint_keeping_norms_and_the_indexer_weights_is_all_linear():
+    config = {
+        **_config("glm-5.json"),
+        "quantization_config": {
+            "quant_method": "fp8",
+            "weight_block_size": [128, 128],
+            "modules_to_not_convert": [
+                "lm_head",
+                "model.layers.3.mlp.gate",
+                "model.layers.3.self_attn.indexers_proj",
+                "model.layers.3.self_attn.indexer.k_norm",
+                "model.layers.3.self_attn.q_a_layernorm",
+            ],
+        },
+    }
+    m = parse_hf_config(config, name="x", source="test", where="test")
+    assert (m.weight_dtype, m.quant_scope) == ("fp8_block", "all_linear")
+
+
+def test_kimi_k25_int4_scope_from_its_ignore_list():
+    m = parse_hf_config(_config("kimi-k2.5.json"), name="x", source="test", where="test")
+    assert (m.weight_dtype, m.quant_scope) == ("int4", "experts")
+
+
 def test_local_wrapped_configs_parse_the_text_model(tmp_path):
     for file, model_type in (("kimi-k2.5.json", "kimi_k2"), ("qwen3.5-397b-a17b.json", "qwen3_5_moe_text")):
         folder = tmp_path / file
@@ -287,12 +316,32 @@ def test_unsupported_architecture_is_one_line_naming_the_model_type(tmp_path):
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
 
 
+# ---- perf memory for every new checkpoint ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [*NEW, "MiniMaxAI/MiniMax-M2"])
+def test_memory_of_every_new_checkpoint(name):
+    m = get_model(name)
+    estimate = estimate_memory(m, get_system("b200_sxm"), ParallelShape(tp=8, moe_ep=8))
+    # Eight GPUs hold the checkpoint once, plus the replicated MLA down-projections and norms.
+    assert 0.97 < estimate.weights_bytes_per_gpu * 8 / m.weight_bytes < 1.06
+    if estimate.feasible:
+        assert estimate.kv_tokens_per_rank > 0
+    else:  # bf16 GLM-5 (1.49 TB) does not fit 8 x 180 GiB
+        assert name == "zai-org/GLM-5" and "weights need" in estimate.reason
+
+
+@pytest.mark.parametrize("name", ["zai-org/GLM-5-FP8", "Qwen/Qwen3.5-397B-A17B", "moonshotai/Kimi-K2.5"])
+def test_perf_memory_cli_runs_for_new_models(name, capsys):
+    code = main(["memory", "--model", name, "--system", "b200_sxm", "--tp", "8", "--moe-ep", "8", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["model"] == name and data["feasible"] and data["kv_tokens_per_rank"] > 0
+
+
 # ---- helpers --------------------------------------------------------------------------------
 
 
 def _read(file):
-    from importlib import resources
-
     return (resources.files("aisimulate.catalog") / "models" / file).read_text()
 
 

@@ -42,6 +42,32 @@ def test_gpt_oss_fp4_is_its_own_mxfp4_checkpoint_with_the_rows_expert_split(rows
     assert (case.plan.agg.tp, case.plan.agg.moe_tp, case.plan.agg.moe_ep) == (2, 2, 1)
 
 
+@pytest.mark.parametrize(
+    ("model", "precision", "checkpoint"),
+    [
+        ("zhipuai/GLM-5", "fp8", "zai-org/GLM-5-FP8"),
+        ("zhipuai/GLM-5", "fp4", "nvidia/GLM-5-NVFP4"),
+        ("Qwen/Qwen3.5-397B-A17B", "fp8", "Qwen/Qwen3.5-397B-A17B-FP8"),
+        ("Qwen/Qwen3.5-397B-A17B", "fp4", "nvidia/Qwen3.5-397B-A17B-NVFP4"),
+        ("MiniMaxAI/MiniMax-M2.5", "fp4", "nvidia/MiniMax-M2.5-NVFP4"),
+    ],
+)
+def test_frontier_rows_pick_their_checkpoint(rows, model, precision, checkpoint):
+    row = replace(rows["gptoss_fp4_c2"], model=model, system="b200_sxm", tp=8, moe_tp=1, moe_ep=8)
+    case = build_case(replace(row, precision=precision, gemm_quant="", moe_quant=""))
+    assert case.model == checkpoint
+
+
+def test_kimi_k25_rows_pick_the_native_int4_or_the_nvfp4_checkpoint(rows):
+    kimi = dict(model="moonshotai/Kimi-K2.5", system="b200_sxm", tp=8, moe_tp=1, moe_ep=8)
+    int4 = build_case(
+        replace(rows["gptoss_fp4_c2"], precision="int4", gemm_quant="int4_wo", moe_quant="int4_wo", **kimi)
+    )
+    assert int4.model == "moonshotai/Kimi-K2.5" and get_model(int4.model).weight_dtype == "int4"
+    fp4 = build_case(replace(rows["gptoss_fp4_c2"], **kimi))
+    assert fp4.model == "nvidia/Kimi-K2.5-NVFP4"
+
+
 def test_the_workload_is_the_closed_loop_benchmark(rows):
     case = build_case(rows["llama8b_instruct_c4"])
     w = case.workload
