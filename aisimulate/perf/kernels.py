@@ -34,7 +34,6 @@ class Ops:
 
 
 VECTOR = Ops(max=np.maximum, min=np.minimum, exp=np.exp)
-SCALAR = Ops(max=max, min=min, exp=math.exp)
 
 
 def flops_per_ms(tflops: float) -> float:
@@ -389,12 +388,29 @@ class SparseContextAttention:
         return dense + (requests > 0) * sparse
 
     def scalar(self) -> Callable[[float, float, float, float], float]:
-        time_ms = self.time_ms
+        dense, k = self.dense.scalar(), self.top_k
+        selected, indexer = self.per_selected_pair_ms * k, self.per_indexer_pair_ms
+        topk, indexer_ctx = self.per_topk_pair_ms, self.per_indexer_context_token_ms
 
-        def scalar_time_ms(pairs: float, requests: float, context_tokens: float, new_tokens: float) -> float:
-            return float(time_ms(pairs, requests, context_tokens, new_tokens, SCALAR))
+        def time_ms(pairs: float, requests: float, context_tokens: float, new_tokens: float) -> float:
+            if requests <= 0:
+                return 0.0
+            c, n = context_tokens / requests, new_tokens / requests
+            beyond = c + n - k
+            beyond = 0.0 if beyond < 0 else (n if beyond > n else beyond)
+            beyond_pairs = requests * beyond * (c + n - (beyond - 1) / 2)
+            within = pairs - beyond_pairs
+            capped = requests * k
+            read = context_tokens if context_tokens < capped else capped
+            sparse = (
+                selected * requests * beyond
+                + indexer * pairs
+                + topk * beyond_pairs
+                + indexer_ctx * context_tokens
+            )
+            return dense(within if within > 0 else 0.0, requests, read, new_tokens) + sparse
 
-        return scalar_time_ms
+        return time_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,12 +444,25 @@ class SparseGenerationAttention:
         return self.time_ms(sequences, context_tokens, tokens_per_step)
 
     def scalar(self) -> Callable[[float, float, float], float]:
-        time_ms = self.time_ms
+        g, k = self.dense, self.top_k
+        mem, comp, seq, fixed = (
+            g.per_context_token_mem_ms,
+            g.per_context_token_compute_ms,
+            g.per_sequence_ms,
+            g.fixed_ms,
+        )
+        idx_mem, idx_comp = self.per_context_token_indexer_mem_ms, self.per_context_token_indexer_compute_ms
 
-        def scalar_time_ms(sequences: float, context_tokens: float, tokens_per_step: float) -> float:
-            return float(time_ms(sequences, context_tokens, tokens_per_step, SCALAR))
+        def time_ms(sequences: float, context_tokens: float, tokens_per_step: float) -> float:
+            if sequences <= 0:
+                return 0.0
+            capped = sequences * k
+            attended = context_tokens if context_tokens < capped else capped
+            memory = mem * attended + idx_mem * context_tokens
+            compute = (comp * attended + idx_comp * context_tokens) * tokens_per_step
+            return (memory if memory > compute else compute) + seq * sequences + fixed
 
-        return scalar_time_ms
+        return time_ms
 
 
 def sparse_attention(

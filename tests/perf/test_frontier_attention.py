@@ -186,3 +186,18 @@ def test_perf_latency_and_memory_work_for_every_frontier_model(name, capsys):
 def test_frontier_list_covers_both_new_attention_kinds():
     kinds = {(get_model(n).is_sparse_attention, get_model(n).is_hybrid_linear) for n in FRONTIER}
     assert {(True, False), (False, True), (False, False)} <= kinds
+
+
+@pytest.mark.parametrize(
+    ("new", "context", "requests"),
+    [(1, 0, 1), (512, 0, 1), (4096, 0, 2), (1000, 1500, 1), (8192, 16384, 3), (1, 100_000, 4)],
+)
+def test_sparse_scalar_closures_are_the_array_formulas(new, context, requests):
+    perf = glm5_perf()
+    pairs = requests * new * (context + (new + 1) / 2)
+    args = (pairs, float(requests), float(requests * context), float(requests * new))
+    assert perf._context.scalar()(*args) == pytest.approx(float(perf._context.time_ms(*args)), rel=1e-12)
+    decode = (float(requests), float(requests * (context + new)), 2.0)
+    assert perf._generation.scalar()(*decode) == pytest.approx(
+        float(perf._generation.time_ms(*decode)), rel=1e-12
+    )
