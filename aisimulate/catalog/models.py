@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM
 from aisimulate.errors import ConfigError, UnknownNameError
 
@@ -201,7 +202,7 @@ class ModelSpec:
                     where="kv_cache_dtype",
                 )
             return kv_cache_dtype
-        if backend == "trtllm" and self.checkpoint_kv_dtype:
+        if backend_profile(backend).auto_kv_dtype == "checkpoint" and self.checkpoint_kv_dtype:
             return self.checkpoint_kv_dtype
         return self.base_dtype
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.models import ModelSpec, publisher_config
 from aisimulate.catalog.systems import System
 from aisimulate.errors import ConfigError
@@ -194,7 +195,7 @@ def _kv_tokens(
                 get_latest_database_version(system, backend),
                 max_num_tokens=max_num_batched_tokens,
                 max_batch_size=max_num_seqs,
-                memory_fraction_kind="of_free" if backend == "trtllm" else "of_total",
+                memory_fraction_kind=backend_profile(backend).kv_budget,
                 memory_fraction_value=gpu_memory_utilization,
                 tp_size=tp,
                 pp_size=pp,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.systems import System
 from aisimulate.perf.kernels import AttentionFit, CollectiveFit, GemmFit, MoeFit, OverheadFit
 
@@ -105,7 +106,7 @@ def calibration_from_entry(
 def calibration_for(system: System, backend: str) -> Calibration:
     data = _data()
     fits = data["fits"]
-    kernel_backend = "vllm" if backend == "sglang" else backend
+    kernel_backend = backend_profile(backend).kernel_backend
     key = f"{system.name}/{kernel_backend}"
     source = key
     measured_here = key in fits

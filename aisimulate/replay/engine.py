@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.perf.model import PerfModel
 from aisimulate.replay.destination import DecodeDestination
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
@@ -83,7 +84,7 @@ class Rank(DecodeStretches, DecodeDestination):
         self.spec = spec
         self.role = role  # agg | prefill | decode
         self.stretch_keeps_cache = False
-        self.policy: AdmissionPolicy = POLICIES[backend]()
+        self.policy: AdmissionPolicy = POLICIES[backend_profile(backend).admission]()
         self.perf = perf
         self.collector = collector
         self.worker = worker

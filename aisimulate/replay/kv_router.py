@@ -63,6 +63,9 @@ class KvRouter:
         self.spec = spec
         self.rng = rng
         self.decode_pool = decode_pool
+        # It reads cached prefixes, and with a busy threshold on active blocks per-pass occupancy.
+        self.reads_cached_blocks = True
+        self.reads_pass_state = spec.active_decode_blocks_threshold is not None
         # A decode pool credits no overlap, so it needs no picture of the caches.
         self.index: LaggedKvIndex | None = None  # what late KV events have shown
         self.guess: ApproxKvIndex | None = None  # without KV events: where it routed what
