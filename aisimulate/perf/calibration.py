@@ -133,17 +133,3 @@ def e2e_frontend_latency_ms(backend: str) -> float:
     """Per-request latency outside the engine (client, HTTP, tokenisation) that the measured
     TTFTs of ``backend`` carry on top of the replayed engine; see ``aisimulate.fidelity``."""
     return float(_data().get("e2e_fit", {}).get("frontend_latency_ms", {}).get(backend, 0.0))
-
-
-def default_calibration() -> Calibration:
-    """Unfitted defaults; the calibration script starts from these."""
-    return Calibration(
-        source="defaults",
-        gemm={"bf16": GemmFit(), "fp8": GemmFit()},
-        context_attention=AttentionFit(),
-        generation_attention=AttentionFit(),
-        moe={"bf16": MoeFit(), "fp8": MoeFit()},
-        allreduce=CollectiveFit(),
-        alltoall=CollectiveFit(),
-        overhead=OverheadFit(),
-    )

@@ -24,18 +24,6 @@ import numpy as np
 ACT_BYTES = 2.0  # activations travel in bf16
 
 
-@dataclass(frozen=True, slots=True)
-class Ops:
-    """Elementwise max/min/exp for scalars or numpy arrays, so one formula serves both paths."""
-
-    max: Any
-    min: Any
-    exp: Any
-
-
-VECTOR = Ops(max=np.maximum, min=np.minimum, exp=np.exp)
-
-
 def flops_per_ms(tflops: float) -> float:
     return tflops * 1e9
 
@@ -112,9 +100,9 @@ class Roofline:
     m_slope: float
     fixed: float
 
-    def time_ms(self, m: Any, ops: Ops = VECTOR) -> Any:
+    def time_ms(self, m: Any) -> Any:
         return (m > 0) * (
-            ops.max(self.c_slope * m + self.c_fixed, self.m_fixed + self.m_slope * m) + self.fixed
+            np.maximum(self.c_slope * m + self.c_fixed, self.m_fixed + self.m_slope * m) + self.fixed
         )
 
     def scalar(self) -> Callable[[float], float]:
@@ -178,10 +166,8 @@ class ContextAttention:
     # ``per_pair * kv_half`` for every query token.
     per_query_ms: float = 0.0
 
-    def time_ms(
-        self, pairs: Any, requests: Any, context_tokens: Any, new_tokens: Any, ops: Ops = VECTOR
-    ) -> Any:
-        sliding = self.sliding_per_pair_ms * ops.min(pairs, new_tokens * self.sliding_window)
+    def time_ms(self, pairs: Any, requests: Any, context_tokens: Any, new_tokens: Any) -> Any:
+        sliding = self.sliding_per_pair_ms * np.minimum(pairs, new_tokens * self.sliding_window)
         busy = self.per_pair_ms * pairs + sliding + self.per_context_token_ms * context_tokens
         busy = busy + self.per_query_ms * new_tokens
         return (requests > 0) * (busy + self.per_request_ms * requests + self.fixed_ms)
@@ -247,11 +233,15 @@ class GenerationAttention:
     sliding_per_token_ms: float = 0.0
     sliding_window: float = 0.0
 
-    def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any, ops: Ops = VECTOR) -> Any:
+    def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any) -> Any:
         memory = self.per_context_token_mem_ms * context_tokens
-        memory = memory + self.sliding_per_token_ms * ops.min(context_tokens, sequences * self.sliding_window)
+        memory = memory + self.sliding_per_token_ms * np.minimum(
+            context_tokens, sequences * self.sliding_window
+        )
         compute = self.per_context_token_compute_ms * context_tokens * tokens_per_step
-        return (sequences > 0) * (ops.max(memory, compute) + self.per_sequence_ms * sequences + self.fixed_ms)
+        return (sequences > 0) * (
+            np.maximum(memory, compute) + self.per_sequence_ms * sequences + self.fixed_ms
+        )
 
     def over_contexts(
         self, sequences: float, context_tokens: np.ndarray, tokens_per_step: float
@@ -346,13 +336,13 @@ class MoeBlock:
 
         return time_ms
 
-    def time_ms(self, tokens: Any, ops: Ops = VECTOR) -> Any:
+    def time_ms(self, tokens: Any) -> Any:
         pairs = tokens * self.pairs_per_token
         # Expected distinct experts hit when pairs land uniformly at random on this GPU's experts.
-        touched = self.experts_on_gpu * (1.0 - ops.exp(-pairs / self.experts_on_gpu))
+        touched = self.experts_on_gpu * (1.0 - np.exp(-pairs / self.experts_on_gpu))
         compute = self.per_pair_compute_ms * pairs + self.per_touched_compute_ms * touched
         memory = self.per_touched_bytes_ms * touched + self.per_pair_bytes_ms * pairs
-        return (tokens > 0) * (ops.max(compute, memory) + self.fixed_ms)
+        return (tokens > 0) * (np.maximum(compute, memory) + self.fixed_ms)
 
 
 def moe_block(
@@ -419,7 +409,7 @@ class MoeCurve:
 
         return time_ms
 
-    def time_ms(self, tokens: Any, ops: Ops = VECTOR) -> Any:
+    def time_ms(self, tokens: Any) -> Any:
         t = np.asarray(tokens, dtype=np.float64)
         inside = np.interp(t, self.tokens, self.per_layer_ms)
         beyond = np.maximum(t - self.tokens[-1], 0.0) * self._tail_slope()

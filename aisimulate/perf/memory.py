@@ -15,7 +15,7 @@ from aisimulate.catalog.backends import BACKENDS, Backend, backend_profile
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM
 from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
-from aisimulate.errors import ConfigError, InfeasibleError
+from aisimulate.errors import ConfigError
 from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
 
 __all__ = ["BACKENDS", "Backend"]  # the registry's, re-exported for this layer's callers
@@ -219,12 +219,6 @@ def estimate_memory(
         block_size=block_size,
         max_model_len=max_len,
     )
-
-
-def require_feasible(estimate: MemoryEstimate) -> MemoryEstimate:
-    if not estimate.feasible:
-        raise InfeasibleError(f"{estimate.model} on {estimate.system}: {estimate.reason}")
-    return estimate
 
 
 def _check_positive(**values: int) -> None:

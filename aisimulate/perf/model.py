@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -158,6 +158,17 @@ class BatchArrays:
         safe_r = np.where(r > 0, r, 1.0)
         pairs = np.where(r > 0, p * c / safe_r + p * (p / safe_r + 1) / 2, 0.0)
         return p, r, pairs, c, d, arr(self.decode_context_tokens), arr(self.active_kv_tokens)
+
+
+class PassRecord(NamedTuple):
+    """A priced pass: its work and duration, as a planner's forward-pass metrics read them. The
+    replay keeps each rank's latest (a decode stretch records its last pass)."""
+
+    prefill_tokens: int
+    prefill_requests: int
+    decode_requests: int
+    decode_context_tokens: int
+    duration_ms: float
 
 
 @runtime_checkable

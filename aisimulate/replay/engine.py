@@ -30,7 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from aisimulate.catalog.backends import backend_profile
-from aisimulate.perf.model import PerfModel
+from aisimulate.perf.model import PassRecord, PerfModel
 from aisimulate.replay.destination import DecodeDestination
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
 from aisimulate.replay.kv_events import RankEvents
@@ -43,16 +43,17 @@ from aisimulate.replay.scheduler import POLICIES, AdmissionPolicy, ceil_div
 from aisimulate.replay.stretch import DecodeStretches
 
 
-def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, int, float]:
-    """(new tokens, requests, cached context, causal attention pairs) of a pass's prefill chunks,
-    each given as (tokens taken, tokens computed before, request)."""
+def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, float, int]:
+    """(new tokens, requests, causal attention pairs, cached context) of a pass's prefill
+    chunks, each given as (tokens taken, tokens computed before, request): the prefill
+    arguments of ``PerfModel.time_ms``, in its order."""
     tokens = context = 0
     for take, done, _ in chunks:
         tokens += take
         context += done
     # sum() itself: it rounds floats its own way (compensated from Python 3.12 on).
     pairs = sum(take * (done + (take + 1) / 2) for take, done, _ in chunks)
-    return tokens, len(chunks), context, float(pairs)
+    return tokens, len(chunks), float(pairs), context
 
 
 def weak_callback(method: Callable[[list[int]], None]) -> Callable[[list[int]], None]:
@@ -141,9 +142,7 @@ class Rank(DecodeStretches, DecodeDestination):
         # Decoders that have not yet had a decode pass: their previous token came out at a
         # time of their own (always the previous pass end under vLLM, an extend pass in SGLang).
         self._fresh: list[Request] = []
-        # (prefill tokens, prefill requests, decode requests, decode KV tokens, ms) of the
-        # latest pass, None before the first.
-        self.last_pass: tuple[int, int, int, int, float] | None = None
+        self.last_pass: PassRecord | None = None  # None before the first pass
         self._stretch_start_ms = 0.0
         # vLLM's async scheduling chooses pass n+1 when pass n starts: a request that arrives
         # while pass n runs can join pass n+2 at the earliest (set by the pool builder).
@@ -440,18 +439,18 @@ class Rank(DecodeStretches, DecodeDestination):
             # whose prompt completes emits its first token without a decode step of its own),
             # and its KV load is their summed context, as the reference replay feeds its
             # timing model.
-            return self._price(0, 0, 0, 0.0, d, d_ctx, d_ctx) if d else 0.0
+            return self._price(0, 0, 0.0, 0, d, d_ctx, d_ctx) if d else 0.0
         return self._price(*chunk_totals(chunks), d, d_ctx, d_ctx)
 
     def _price(
-        self, tokens: int, requests: int, context: int, pairs: float, d: int, d_ctx: int, active_kv: int
+        self, tokens: int, requests: int, pairs: float, context: int, d: int, d_ctx: int, active_kv: int
     ) -> float:
-        """The pass's duration; its work and duration are kept as the latest forward-pass
-        metrics (what a planner reads)."""
+        """The pass's duration (arguments in ``PerfModel.time_ms``'s order); its work and
+        duration are kept as the latest pass record (what a planner reads)."""
         ms = self.perf.time_ms(
             tokens, requests, pairs, context, d, d_ctx, self.tokens_per_step, active_kv, self.capacity_tokens
         )
-        self.last_pass = (tokens, requests, d, d_ctx, ms)
+        self.last_pass = PassRecord(tokens, requests, d, d_ctx, ms)
         return ms
 
     def _decode_fast(self, p: int, budget: int) -> tuple[int, int, int]:

@@ -91,7 +91,7 @@ class SglangRank(Rank):
         else:
             _, d, d_ctx = self._decode_fast(p, len(self.decoders))
         self._note_peak()
-        return self._price(0, 0, 0, 0.0, d, d_ctx, min(d_ctx, self.capacity_tokens))
+        return self._price(0, 0, 0.0, 0, d, d_ctx, min(d_ctx, self.capacity_tokens))
 
     def _decode_need(self, p: int) -> int:
         if self.exact:

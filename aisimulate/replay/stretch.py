@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from aisimulate.perf.model import PassRecord
+
 if TYPE_CHECKING:
     from aisimulate.replay.request import Request
 
@@ -122,7 +124,7 @@ class DecodeStretches:
             self.pass_end_ms.extend(ends[1:])
         last_start = ends[-2] if k > 1 else self._stretch_start_ms
         self._last_start_ms, self._last_end_ms = last_start, last
-        self.last_pass = (0, 0, d, self.dec_ctx + tokens, last - last_start)
+        self.last_pass = PassRecord(0, 0, d, self.dec_ctx + tokens, last - last_start)
         self.dec_ctx += tokens
         self.pass_idx += k
         finished: list[Request] = []
