@@ -14,11 +14,41 @@ from typing import TYPE_CHECKING
 from aisimulate.replay.scheduler import ceil_div
 
 if TYPE_CHECKING:
+    from collections import deque
+
+    from aisimulate.replay.decoding import DecodeStrategy
+    from aisimulate.replay.engine import Rank
+    from aisimulate.replay.kv_cache import BlockPool
+    from aisimulate.replay.ledger import Ledger
+    from aisimulate.replay.plan import EngineSpec
     from aisimulate.replay.request import Request
+    from aisimulate.replay.scheduler import AdmissionPolicy
 
 
 class DecodeDestination:
-    """Mixed into ``Rank``: what a decode worker does with prompts computed elsewhere."""
+    """Mixed into ``Rank``: what a decode worker does with prompts computed elsewhere. The
+    rank's state and methods it uses are declared below."""
+
+    spec: EngineSpec
+    policy: AdmissionPolicy
+    pool: BlockPool
+    block_size: int
+    unit: int
+    decoding: DecodeStrategy
+    ledger: Ledger
+    waiting: deque[Request]
+    materialized: deque[Request]
+    pending_destinations: deque[tuple[Request, Request, Rank]]
+    reserved_blocks: int
+    _admissions: int
+
+    if TYPE_CHECKING:
+
+        @property
+        def num_running(self) -> int: ...
+        def _prefix_hit(self, r: Request) -> tuple[int, int, int]: ...
+        def _note_peak(self) -> None: ...
+        def _start_decoding(self, r: Request, next_pass: int, *, first_single: bool = False) -> None: ...
 
     def reserve(self, r: Request, committed: int = 0) -> int | None:
         """Hold destination blocks for a prompt arriving from a prefill worker; None if they do
@@ -93,9 +123,4 @@ class DecodeDestination:
         if new:
             self.pool.allocate_anon(new)
             self.reserved_blocks -= new
-        if self.exact:  # the fast path's aggregates count the step from dec_pass0 = p on
-            r.n_blocks += new
-            r.num_computed += 1
-            r.scheduled_take = 1
-            return r.num_computed
-        return r.num_computed + 1
+        return self.decoding.join(self, r, new)

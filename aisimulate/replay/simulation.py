@@ -218,7 +218,7 @@ class Simulation:
         pool.activate(worker)
         self.workers.append(worker)
         if pool is self.entry and self.held:
-            self._release_held(now)
+            self._settle_held(now)
 
     def _started(self, pool: Pool, worker: Worker, now: float) -> None:
         if self.lifecycle.starting.pop(id(worker), None) is None:
@@ -267,7 +267,7 @@ class Simulation:
             return
         self._dispatch(r, now)
 
-    def _release_held(self, now: float) -> None:
+    def _settle_held(self, now: float) -> None:
         """Admission control: route held requests while the router lets them through."""
         pool = self.entry
         while self.held and not pool.router.should_hold(pool.ranks):
@@ -374,7 +374,7 @@ class Simulation:
     def _push(self, at: float, kind: int, payload: Any) -> None:
         heapq.heappush(self.heap, (at, kind, next(self._seq), payload))
 
-    def _release_arrivals(self, now: float) -> None:
+    def _settle_arrivals(self, now: float) -> None:
         """Open loop: sessions whose first turn is due. Closed loop: fill free slots."""
         if not self.closed:
             while (session := self._next_session()) is not None and session.arrival_ms <= now:
@@ -473,10 +473,6 @@ class Simulation:
         if self.lifecycle.draining and id(worker) in self.lifecycle.draining:
             self._retire_if_idle(worker, now)
 
-    def _settle_held(self, now: float) -> None:
-        if self.held:
-            self._release_held(now)
-
     def _on_transfer(self, payload: tuple[Request, Request, Rank, Rank], now: float) -> None:
         self._arrive_decode(*payload, now)
 
@@ -490,9 +486,6 @@ class Simulation:
             self.ready.append(payload)
         else:
             self._arrive(payload[0], now, payload[1])
-
-    def _settle_arrivals(self, now: float) -> None:
-        self._release_arrivals(now)
 
     def _on_frontend(self, r: Request, now: float) -> None:
         self._enter(r, now)

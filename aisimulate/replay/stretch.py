@@ -19,7 +19,16 @@ import numpy as np
 from aisimulate.perf.model import PassRecord
 
 if TYPE_CHECKING:
+    from collections import deque
+
+    from aisimulate.perf.model import PerfModel
+    from aisimulate.replay.decoding import DecodeStrategy
+    from aisimulate.replay.kv_cache import BlockPool
+    from aisimulate.replay.ledger import BurstSampler, Ledger
+    from aisimulate.replay.metrics import Collector
+    from aisimulate.replay.plan import EngineSpec
     from aisimulate.replay.request import Request
+    from aisimulate.replay.scheduler import AdmissionPolicy
 
 # Runs up to this many passes are priced one scalar call per pass: numpy's per-call overhead
 # outweighs the arithmetic there. Even a single decode-only pass is cheaper as a stretch than
@@ -28,7 +37,46 @@ SCALAR_STRETCH_PASSES = 16
 
 
 class DecodeStretches:
-    """Mixed into ``Rank``; relies on its decode aggregates and pool."""
+    """Mixed into ``Rank``: the rank's state and methods it uses are declared below."""
+
+    spec: EngineSpec
+    policy: AdmissionPolicy
+    perf: PerfModel
+    collector: Collector
+    pool: BlockPool
+    unit: int
+    tokens_per_step: float
+    capacity_tokens: int
+    stretch_keeps_cache: bool
+    decoding: DecodeStrategy
+    ledger: Ledger
+    _bursts: BurstSampler | None
+    waiting: deque[Request]
+    materialized: deque[Request]
+    prefilling: list[Request]
+    decoders: dict[int, Request]
+    pass_idx: int
+    pass_end_ms: array[float]
+    finish_at: dict[int, list[Request]]
+    _finish_heap: list[int]
+    dec_ctx: int
+    reserved_blocks: int
+    last_pass: PassRecord | None
+    _stretch_start_ms: float
+    _last_start_ms: float
+    _last_end_ms: float
+
+    if TYPE_CHECKING:
+
+        @property
+        def num_running(self) -> int: ...
+        def _prefix_hit(self, r: Request) -> tuple[int, int, int]: ...
+        def _promote_for_stretch(self, p: int) -> bool: ...
+        def _note_peak(self) -> None: ...
+        def _decoder_gaps(self, end_ms: float, d: int) -> None: ...
+        def _count_bursts(self, steps: int, tokens: int) -> None: ...
+        def _finish_decoders(self, p: int, finished: list[Request]) -> None: ...
+        def _retire(self, finished: list[Request], end_ms: float) -> list[Request]: ...
 
     def _head_could_start(self) -> bool:
         """Whether a decode-only pass now could admit the waiting head (conservatively)."""
@@ -45,7 +93,7 @@ class DecodeStretches:
         arrival, which may cut the run); passes ending after ``until_ms`` (a timeline sample)
         are left out. None when the next pass must be stepped. Nothing changes until
         :meth:`commit_stretch`."""
-        if self.exact:
+        if not self.decoding.plans_stretches:
             return None
         # Arrived KV joins the first pass either way; admitting it here lets the run of
         # decode-only passes start with it.
