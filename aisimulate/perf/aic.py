@@ -213,7 +213,8 @@ def _kv_tokens(
             f"perf: aic cannot size the KV cache of {path} on {system}: {err}", where="perf"
         ) from None
     # AIConfigurator prices a token's KV over all layers, not one pipeline stage's (spec perf.md).
-    return int(estimate["total_kv_size_tokens"]) * pp
+    tokens: int = int(estimate["total_kv_size_tokens"]) * pp
+    return tokens
 
 
 class AicPerfModel(SpelledOutDecodeTimes):

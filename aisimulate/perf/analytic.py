@@ -330,12 +330,14 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         # Everything but the generation attention is one number for the whole stretch; the sums
         # keep pass_times_ms's order, so the prices are the same to the last bit.
         gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)
-        kernels = gemm + self._generation.over_contexts(d, np.asarray(context_tokens, dtype=np.float64), tps)
+        contexts = np.asarray(context_tokens, dtype=np.float64)
+        kernels: np.ndarray = gemm + self._generation.over_contexts(d, contexts, tps)
         kernels += moe
         kernels += comm
         if self.async_scheduling:
-            return np.maximum(kernels, overhead, out=kernels)
-        kernels += overhead
+            np.maximum(kernels, overhead, out=kernels)
+        else:
+            kernels += overhead
         return kernels
 
     def explain(self, batch: BatchShape) -> PassBreakdown:
@@ -350,7 +352,8 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         *kernel_parts, overhead = self._vector_components(p, r, pairs, ctx, d, dctx, batches.tokens_per_step)
         kernels = sum(kernel_parts)
         total = np.maximum(kernels, overhead) if self.async_scheduling else kernels + overhead
-        return np.asarray(total, dtype=np.float64) * np.ones_like(d)
+        times: np.ndarray = np.asarray(total, dtype=np.float64) * np.ones_like(d)
+        return times
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -66,7 +66,8 @@ class Calibration:
 @functools.cache
 def _data() -> dict[str, Any]:
     path = resources.files("aisimulate.perf") / "data" / DATA_FILE
-    return json.loads(path.read_text())
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
 
 
 def reload_calibration() -> None:

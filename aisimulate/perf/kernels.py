@@ -253,7 +253,8 @@ class GenerationAttention:
         compute = self.per_context_token_compute_ms * tokens_per_step
         # A margin well above rounding: compute then stays below memory at every context.
         if self.sliding_per_token_ms or compute >= mem * (1 - 1e-9):
-            return self.time_ms(sequences, context_tokens, tokens_per_step)
+            spelled: np.ndarray = self.time_ms(sequences, context_tokens, tokens_per_step)
+            return spelled
         times = context_tokens * mem
         times += self.per_sequence_ms * sequences
         times += self.fixed_ms

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -237,6 +237,10 @@ class SpelledOutDecodeTimes:
     analytic model, not under MTP): ``decode_times_ms`` as ``pass_times_ms`` on the passes
     spelled out."""
 
+    if TYPE_CHECKING:  # the provider's own
+
+        def pass_times_ms(self, batches: BatchArrays) -> np.ndarray: ...
+
     def decode_times_ms(
         self,
         decode_requests: float,
@@ -246,7 +250,7 @@ class SpelledOutDecodeTimes:
     ) -> np.ndarray:
         decoders = np.empty(len(context_tokens))
         decoders.fill(decode_requests)
-        return self.pass_times_ms(  # type: ignore[attr-defined]
+        return self.pass_times_ms(
             BatchArrays(
                 decode_requests=decoders,
                 decode_context_tokens=context_tokens,

@@ -123,7 +123,7 @@ class PolynomialPerfModel:
         if batches.has_prefill:
             safe_r = np.where(r > 0, r, 1.0)
             tokens = r * ((ctx + p) // safe_r - ctx // safe_r)
-            prefill = np.where(
+            prefill: np.ndarray | float = np.where(
                 (r > 0) & (tokens != 0),
                 PREFILL_QUADRATIC * tokens**2 + PREFILL_LINEAR * tokens + PREFILL_CONSTANT,
                 0.0,

@@ -80,8 +80,8 @@ class TablePerfModel(SpelledOutDecodeTimes):
         if self._prefill_y.shape != self._prefill_x.values.shape:
             raise ConfigError("prefill_ttft_ms must have one value per prefill_isl", where=source)
         self._grid = grid
-        self._grid_rows = grid.tolist()
-        self._prefill_list = self._prefill_y.tolist()
+        self._grid_rows: list[list[float]] = grid.tolist()
+        self._prefill_list: list[float] = self._prefill_y.tolist()
 
     # ---- loading -------------------------------------------------------------------------
     @classmethod

@@ -91,7 +91,9 @@ class Lifecycle:
     def record(self, pool: Pool, now_ms: float) -> None:
         """Append the pool's fleet if it changed since its previous row."""
         active, starting, draining = self.counts(pool)
-        row = dict(time_ms=now_ms, role=pool.role, active=active, starting=starting, draining=draining)
+        row: dict[str, float | int | str] = dict(
+            time_ms=now_ms, role=pool.role, active=active, starting=starting, draining=draining
+        )
         previous = next((old for old in reversed(self.series) if old["role"] == pool.role), None)
         if previous is None or any(previous[key] != row[key] for key in ("active", "starting", "draining")):
             self.series.append(row)

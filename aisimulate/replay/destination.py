@@ -9,7 +9,7 @@ preempted request would take the blocks the hand-offs wait for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from aisimulate.replay.scheduler import ceil_div
 
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 class DecodeDestination:
     """Mixed into ``Rank``: what a decode worker does with prompts computed elsewhere. The
-    rank's state and methods it uses are declared below."""
+    rank's state and methods it uses are declared below; where it hands itself to a policy or
+    strategy it is the ``Rank`` it is part of."""
 
     spec: EngineSpec
     policy: AdmissionPolicy
@@ -63,7 +64,7 @@ class DecodeDestination:
         matched, hot = pool.match_prefix(r.prompt_keys, computed // bs // unit)
         inactive_hits = sum(1 for key in r.prompt_keys[:matched] if key not in pool.active)
         cost = total - matched * unit + inactive_hits * unit
-        if not policy.destination_fits(self, r, cost, hot * unit, committed):
+        if not policy.destination_fits(cast("Rank", self), r, cost, hot * unit, committed):
             return None
         pool.acquire(r.prompt_keys[:matched])
         pool.allocate_anon(total - matched * unit)
@@ -108,7 +109,7 @@ class DecodeDestination:
         if self.num_running:
             return False
         r = self.waiting[0]
-        return not self.policy.admissible(self, r, self._prefix_hit(r)[1] * self.unit)
+        return not self.policy.admissible(cast("Rank", self), r, self._prefix_hit(r)[1] * self.unit)
 
     def _join_decoding(self, p: int) -> int | None:
         """Admit the oldest arrived prompt into pass p after the running requests were scheduled
@@ -123,4 +124,4 @@ class DecodeDestination:
         if new:
             self.pool.allocate_anon(new)
             self.reserved_blocks -= new
-        return self.decoding.join(self, r, new)
+        return self.decoding.join(cast("Rank", self), r, new)

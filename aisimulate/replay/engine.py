@@ -518,7 +518,9 @@ class Rank(DecodeStretches, DecodeDestination):
             r.first_token_ms = end_ms
             self.collector.emitted_tokens += 1
         else:
-            self.collector.gap(end_ms - r.last_token_ms, 1)
+            last = r.last_token_ms
+            assert last is not None  # set with its first token
+            self.collector.gap(end_ms - last, 1)
 
     def _stamp(self, r: Request, end_ms: float, tokens: int) -> None:
         """r, stepped, emitted ``tokens`` at ``end_ms`` (a burst's tokens share the pass end).

@@ -25,6 +25,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class KvRouter:
         if not spec.use_kv_events and not decode_pool:
             self.guess = ApproxKvIndex(spec.router_ttl_secs * 1000.0, clock or Clock())
         self._slots: dict[int, _Slots] = {}  # rank id -> its tracked requests
-        self._routed: dict[int, list] = {}  # request id -> [its rank's _Slots, its pending tokens]
+        self._routed: dict[int, list[Any]] = {}  # request id -> [its rank's _Slots, its pending tokens]
         self._any_threshold = any(
             x is not None
             for x in (

@@ -284,7 +284,8 @@ class BurstLedger:
 
     def increments(self, p: int, passes: int) -> Iterable[int]:
         i = p - self.base
-        return self._tokens[i : i + passes].tolist()
+        steps: list[int] = self._tokens[i : i + passes].tolist()
+        return steps
 
     def contexts(self, start_ctx: int, p: int, passes: int) -> np.ndarray:
         i = p - self.base

@@ -14,7 +14,7 @@ Each pass is either an *extend* pass or a *decode* pass, never mixed:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aisimulate.replay.engine import Rank, chunk_totals
 from aisimulate.replay.plan import EngineSpec
@@ -28,7 +28,7 @@ LPM_MAX_WAITING = 128  # SGLang skips longest-prefix ordering for longer queues
 
 
 class SglangRank(Rank):
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         opts = self.spec.sglang
         self.ratio_init = 0.7 * opts.schedule_conservativeness

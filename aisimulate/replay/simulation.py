@@ -10,7 +10,6 @@ attention-DP ranks step in lock-step: a pass lasts as long as its slowest rank.
 
 from __future__ import annotations
 
-import functools
 import gc
 import heapq
 import time
@@ -60,7 +59,6 @@ _PASS_END, _TRANSFER, _LINK, _READY = _KIND["pass_end"], _KIND["transfer"], _KIN
 _FRONTEND, _STARTED, _TICK = _KIND["frontend"], _KIND["started"], _KIND["tick"]
 
 
-@functools.cache
 def settle_phases(cls: type[Simulation]) -> tuple[tuple[int, bool, Callable[..., None]], ...]:
     """(kind, settles events, handler) of each phase of :data:`SETTLE_ORDER`. The handlers are
     the class's plain functions: bound methods kept on a simulation would make it a reference

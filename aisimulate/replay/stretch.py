@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from aisimulate.perf.model import PerfModel
     from aisimulate.replay.decoding import DecodeStrategy
+    from aisimulate.replay.engine import Rank
     from aisimulate.replay.kv_cache import BlockPool
     from aisimulate.replay.ledger import BurstSampler, Ledger
     from aisimulate.replay.metrics import Collector
@@ -83,7 +84,7 @@ class DecodeStretches:
         if not self.waiting or self.num_running >= self.spec.max_num_seqs:
             return False
         r = self.waiting[0]
-        return self.policy.admissible(self, r, self._prefix_hit(r)[1] * self.unit)
+        return self.policy.admissible(cast("Rank", self), r, self._prefix_hit(r)[1] * self.unit)
 
     def plan_stretch(
         self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")
@@ -120,8 +121,8 @@ class DecodeStretches:
         d, p = len(self.decoders), self.pass_idx
         horizon_ms = min(horizon_ms, until_ms)
         if horizon_ms != float("inf"):
-            ctx = self.dec_ctx + self.ledger.tokens(p)
-            first = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)(ctx)
+            first_ctx = self.dec_ctx + self.ledger.tokens(p)
+            first = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)(first_ctx)
             passes = min(passes, int((horizon_ms - now_ms) / first) + 2)  # passes only grow longer
         ctx = self.ledger.contexts(self.dec_ctx, p, passes)  # the batch's, after each pass
         times = self.perf.decode_times_ms(d, self.tokens_per_step, self.capacity_tokens, ctx)
