@@ -39,7 +39,6 @@ from aisimulate.perf.model import (
     BatchShape,
     PassBreakdown,
     SpelledOutDecodeTimes,
-    batch_args,
     time_ms_pricer,
 )
 from aisimulate.perf.shape import ParallelShape, check_shape
@@ -352,9 +351,6 @@ class AicPerfModel(SpelledOutDecodeTimes):
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
         return time_ms_pricer(self, decode_requests, tokens_per_step, kv_capacity_tokens)
-
-    def pass_time_ms(self, batch: BatchShape) -> float:
-        return self.time_ms(*batch_args(batch))
 
     def explain(self, batch: BatchShape) -> PassBreakdown:
         prefill, attention, non_attention = self._parts(

@@ -269,9 +269,6 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             gemm = gemm + self._mtp_layer_fraction * draft + self.nextn * self._lm_head.time_ms(d)
         return [gemm, attention, moe, self._comm.time_ms(m), overhead]
 
-    def pass_time_ms(self, batch: BatchShape) -> float:
-        return self.time_ms(*batch_args(batch))
-
     def time_ms(
         self,
         prefill_tokens: float,

@@ -232,7 +232,30 @@ def time_ms_pricer(
     return lambda ctx: time_ms(0, 0, 0.0, 0, decode_requests, ctx, tokens_per_step, ctx, kv_capacity_tokens)
 
 
-class SpelledOutDecodeTimes:
+class ScalarPassTimes:
+    """Mixed into every provider: a :class:`BatchShape` is priced by the provider's ``time_ms``
+    on its fields, in ``time_ms``'s one argument order (:func:`batch_args`)."""
+
+    if TYPE_CHECKING:  # the provider's own
+
+        def time_ms(
+            self,
+            prefill_tokens: float,
+            prefill_requests: float,
+            attention_pairs: float,
+            prefill_context_tokens: float,
+            decode_requests: float,
+            decode_context_tokens: float,
+            tokens_per_step: float = 1.0,
+            active_kv_tokens: float = 0.0,
+            kv_capacity_tokens: float = 0.0,
+        ) -> float: ...
+
+    def pass_time_ms(self, batch: BatchShape) -> float:
+        return self.time_ms(*batch_args(batch))
+
+
+class SpelledOutDecodeTimes(ScalarPassTimes):
     """Mixed into a provider whose decode passes have nothing worth binding (or, for the
     analytic model, not under MTP): ``decode_times_ms`` as ``pass_times_ms`` on the passes
     spelled out."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args
+from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, ScalarPassTimes
 
 # Coefficients from Dynamo's perf_model.rs (see the reference notes, section 1.2).
 PREFILL_QUADRATIC = 4.209989e-7
@@ -40,7 +40,7 @@ def decode_ms(active_kv_tokens: float, total_kv_tokens: float) -> float:
     return ms if ms > DECODE_FLOOR_MS else DECODE_FLOOR_MS
 
 
-class PolynomialPerfModel:
+class PolynomialPerfModel(ScalarPassTimes):
     """Prefill quadratic in new tokens, decode quadratic in KV utilisation (Dynamo's default)."""
 
     name = "polynomial"
@@ -88,9 +88,6 @@ class PolynomialPerfModel:
         if speedup > 0:
             return lambda ctx: decode_ms(ctx, kv_capacity_tokens) / speedup
         return lambda ctx: decode_ms(ctx, kv_capacity_tokens)
-
-    def pass_time_ms(self, batch: BatchShape) -> float:
-        return self.time_ms(*batch_args(batch))
 
     def explain(self, batch: BatchShape) -> PassBreakdown:
         prefill, decode = self._parts(
