@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import (
     KV_BYTES_PER_ELEMENT,
     STATE_BYTES_PER_ELEMENT,
@@ -315,7 +316,7 @@ class ModelSpec:
                     where="kv_cache_dtype",
                 )
             return kv_cache_dtype
-        if backend == "trtllm" and self.checkpoint_kv_dtype:
+        if backend_profile(backend).auto_kv_dtype == "checkpoint" and self.checkpoint_kv_dtype:
             return self.checkpoint_kv_dtype
         return self.base_dtype
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import date
 
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
+from aisimulate.catalog.backends import BACKENDS
 from aisimulate.errors import UnknownNameError
 from aisimulate.fidelity.measured import MeasuredRow
 from aisimulate.perf.calibration import e2e_frontend_latency_ms, e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec
 from aisimulate.workload import LengthDistribution, SyntheticWorkload
 
-BACKENDS = ("vllm", "sglang", "trtllm")
 # Format family of a quantisation label -> weight dtypes that belong to it, best match first.
 FAMILIES: dict[str, tuple[str, ...]] = {
     "bf16": ("bf16", "fp16"),

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.models import ModelSpec, publisher_config
 from aisimulate.catalog.systems import System
 from aisimulate.errors import ConfigError
@@ -38,7 +39,6 @@ from aisimulate.perf.model import (
     BatchShape,
     PassBreakdown,
     SpelledOutDecodeTimes,
-    batch_args,
     time_ms_pricer,
 )
 from aisimulate.perf.shape import ParallelShape, check_shape
@@ -194,7 +194,7 @@ def _kv_tokens(
                 get_latest_database_version(system, backend),
                 max_num_tokens=max_num_batched_tokens,
                 max_batch_size=max_num_seqs,
-                memory_fraction_kind="of_free" if backend == "trtllm" else "of_total",
+                memory_fraction_kind=backend_profile(backend).kv_budget,
                 memory_fraction_value=gpu_memory_utilization,
                 tp_size=tp,
                 pp_size=pp,
@@ -212,7 +212,8 @@ def _kv_tokens(
             f"perf: aic cannot size the KV cache of {path} on {system}: {err}", where="perf"
         ) from None
     # AIConfigurator prices a token's KV over all layers, not one pipeline stage's (spec perf.md).
-    return int(estimate["total_kv_size_tokens"]) * pp
+    tokens: int = int(estimate["total_kv_size_tokens"]) * pp
+    return tokens
 
 
 class AicPerfModel(SpelledOutDecodeTimes):
@@ -364,9 +365,6 @@ class AicPerfModel(SpelledOutDecodeTimes):
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
         return time_ms_pricer(self, decode_requests, tokens_per_step, kv_capacity_tokens)
-
-    def pass_time_ms(self, batch: BatchShape) -> float:
-        return self.time_ms(*batch_args(batch))
 
     def explain(self, batch: BatchShape) -> PassBreakdown:
         prefill, attention, non_attention = self._parts(

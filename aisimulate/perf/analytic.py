@@ -325,9 +325,6 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             gemm = gemm + self._mtp_layer_fraction * draft + self.nextn * self._lm_head.time_ms(d)
         return [gemm, attention, moe, self._comm.time_ms(m), overhead]
 
-    def pass_time_ms(self, batch: BatchShape) -> float:
-        return self.time_ms(*batch_args(batch))
-
     def time_ms(
         self,
         prefill_tokens: float,
@@ -388,14 +385,16 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         # Everything but the generation attention is one number for the whole stretch; the sums
         # keep pass_times_ms's order, so the prices are the same to the last bit.
         gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)
-        attention = self._generation.over_contexts(d, np.asarray(context_tokens, dtype=np.float64), tps)
+        contexts = np.asarray(context_tokens, dtype=np.float64)
+        attention = self._generation.over_contexts(d, contexts, tps)
         attention += self._s_linear_attention(0, d * tps)
-        kernels = gemm + attention
+        kernels: np.ndarray = gemm + attention
         kernels += moe
         kernels += comm
         if self.async_scheduling:
-            return np.maximum(kernels, overhead, out=kernels)
-        kernels += overhead
+            np.maximum(kernels, overhead, out=kernels)
+        else:
+            kernels += overhead
         return kernels
 
     def explain(self, batch: BatchShape) -> PassBreakdown:
@@ -410,7 +409,8 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         *kernel_parts, overhead = self._vector_components(p, r, pairs, ctx, d, dctx, batches.tokens_per_step)
         kernels = sum(kernel_parts)
         total = np.maximum(kernels, overhead) if self.async_scheduling else kernels + overhead
-        return np.asarray(total, dtype=np.float64) * np.ones_like(d)
+        times: np.ndarray = np.asarray(total, dtype=np.float64) * np.ones_like(d)
+        return times
 
     def describe(self) -> dict[str, Any]:
         return {

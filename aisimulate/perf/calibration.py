@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.systems import System
 from aisimulate.perf.kernels import AttentionFit, CollectiveFit, GemmFit, MoeFit, OverheadFit
 
@@ -65,7 +66,8 @@ class Calibration:
 @functools.cache
 def _data() -> dict[str, Any]:
     path = resources.files("aisimulate.perf") / "data" / DATA_FILE
-    return json.loads(path.read_text())
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
 
 
 def reload_calibration() -> None:
@@ -105,7 +107,7 @@ def calibration_from_entry(
 def calibration_for(system: System, backend: str) -> Calibration:
     data = _data()
     fits = data["fits"]
-    kernel_backend = "vllm" if backend == "sglang" else backend
+    kernel_backend = backend_profile(backend).kernel_backend
     key = f"{system.name}/{kernel_backend}"
     source = key
     measured_here = key in fits
@@ -132,17 +134,3 @@ def e2e_frontend_latency_ms(backend: str) -> float:
     """Per-request latency outside the engine (client, HTTP, tokenisation) that the measured
     TTFTs of ``backend`` carry on top of the replayed engine; see ``aisimulate.fidelity``."""
     return float(_data().get("e2e_fit", {}).get("frontend_latency_ms", {}).get(backend, 0.0))
-
-
-def default_calibration() -> Calibration:
-    """Unfitted defaults; the calibration script starts from these."""
-    return Calibration(
-        source="defaults",
-        gemm={"bf16": GemmFit(), "fp8": GemmFit()},
-        context_attention=AttentionFit(),
-        generation_attention=AttentionFit(),
-        moe={"bf16": MoeFit(), "fp8": MoeFit()},
-        allreduce=CollectiveFit(),
-        alltoall=CollectiveFit(),
-        overhead=OverheadFit(),
-    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -28,7 +28,7 @@ from aisimulate.perf.shape import ParallelShape
 GIB = 2**30
 
 
-def _count(name: str, minimum: int):
+def _count(name: str, minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)

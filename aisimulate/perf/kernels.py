@@ -24,18 +24,6 @@ import numpy as np
 ACT_BYTES = 2.0  # activations travel in bf16
 
 
-@dataclass(frozen=True, slots=True)
-class Ops:
-    """Elementwise max/min/exp for scalars or numpy arrays, so one formula serves both paths."""
-
-    max: Any
-    min: Any
-    exp: Any
-
-
-VECTOR = Ops(max=np.maximum, min=np.minimum, exp=np.exp)
-
-
 def flops_per_ms(tflops: float) -> float:
     return tflops * 1e9
 
@@ -147,9 +135,9 @@ class Roofline:
     m_slope: float
     fixed: float
 
-    def time_ms(self, m: Any, ops: Ops = VECTOR) -> Any:
+    def time_ms(self, m: Any) -> Any:
         return (m > 0) * (
-            ops.max(self.c_slope * m + self.c_fixed, self.m_fixed + self.m_slope * m) + self.fixed
+            np.maximum(self.c_slope * m + self.c_fixed, self.m_fixed + self.m_slope * m) + self.fixed
         )
 
     def scalar(self) -> Callable[[float], float]:
@@ -213,10 +201,8 @@ class ContextAttention:
     # ``per_pair * kv_half`` for every query token.
     per_query_ms: float = 0.0
 
-    def time_ms(
-        self, pairs: Any, requests: Any, context_tokens: Any, new_tokens: Any, ops: Ops = VECTOR
-    ) -> Any:
-        sliding = self.sliding_per_pair_ms * ops.min(pairs, new_tokens * self.sliding_window)
+    def time_ms(self, pairs: Any, requests: Any, context_tokens: Any, new_tokens: Any) -> Any:
+        sliding = self.sliding_per_pair_ms * np.minimum(pairs, new_tokens * self.sliding_window)
         busy = self.per_pair_ms * pairs + sliding + self.per_context_token_ms * context_tokens
         busy = busy + self.per_query_ms * new_tokens
         return (requests > 0) * (busy + self.per_request_ms * requests + self.fixed_ms)
@@ -282,11 +268,15 @@ class GenerationAttention:
     sliding_per_token_ms: float = 0.0
     sliding_window: float = 0.0
 
-    def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any, ops: Ops = VECTOR) -> Any:
+    def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any) -> Any:
         memory = self.per_context_token_mem_ms * context_tokens
-        memory = memory + self.sliding_per_token_ms * ops.min(context_tokens, sequences * self.sliding_window)
+        memory = memory + self.sliding_per_token_ms * np.minimum(
+            context_tokens, sequences * self.sliding_window
+        )
         compute = self.per_context_token_compute_ms * context_tokens * tokens_per_step
-        return (sequences > 0) * (ops.max(memory, compute) + self.per_sequence_ms * sequences + self.fixed_ms)
+        return (sequences > 0) * (
+            np.maximum(memory, compute) + self.per_sequence_ms * sequences + self.fixed_ms
+        )
 
     def over_contexts(
         self, sequences: float, context_tokens: np.ndarray, tokens_per_step: float
@@ -298,7 +288,8 @@ class GenerationAttention:
         compute = self.per_context_token_compute_ms * tokens_per_step
         # A margin well above rounding: compute then stays below memory at every context.
         if self.sliding_per_token_ms or compute >= mem * (1 - 1e-9):
-            return self.time_ms(sequences, context_tokens, tokens_per_step)
+            spelled: np.ndarray = self.time_ms(sequences, context_tokens, tokens_per_step)
+            return spelled
         times = context_tokens * mem
         times += self.per_sequence_ms * sequences
         times += self.fixed_ms
@@ -366,19 +357,17 @@ class SparseContextAttention:
     per_topk_pair_ms: float
     per_indexer_context_token_ms: float  # cached indexer keys of earlier chunks, read once
 
-    def time_ms(
-        self, pairs: Any, requests: Any, context_tokens: Any, new_tokens: Any, ops: Ops = VECTOR
-    ) -> Any:
+    def time_ms(self, pairs: Any, requests: Any, context_tokens: Any, new_tokens: Any) -> Any:
         k = self.top_k
-        safe = ops.max(requests, 1)
+        safe = np.maximum(requests, 1)
         c, n = context_tokens / safe, new_tokens / safe
-        beyond = ops.min(ops.max(c + n - k, 0), n)  # queries of a chunk past top-k
+        beyond = np.minimum(np.maximum(c + n - k, 0), n)  # queries of a chunk past top-k
         # Their causal pairs: positions c+n-beyond+1 .. c+n, summed.
         beyond_pairs = requests * beyond * (c + n - (beyond - 1) / 2)
-        within = ops.max(pairs - beyond_pairs, 0)
+        within = np.maximum(pairs - beyond_pairs, 0)
         # Cached latents are read for the keys attended: at most top-k per chunk's query span.
-        read = ops.min(context_tokens, requests * k)
-        dense = self.dense.time_ms(within, requests, read, new_tokens, ops)
+        read = np.minimum(context_tokens, requests * k)
+        dense = self.dense.time_ms(within, requests, read, new_tokens)
         sparse = (
             self.per_selected_pair_ms * k * requests * beyond
             + self.per_indexer_pair_ms * pairs
@@ -425,9 +414,9 @@ class SparseGenerationAttention:
     per_context_token_indexer_mem_ms: float
     per_context_token_indexer_compute_ms: float  # times tokens_per_step
 
-    def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any, ops: Ops = VECTOR) -> Any:
+    def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any) -> Any:
         g = self.dense
-        attended = ops.min(context_tokens, sequences * self.top_k)
+        attended = np.minimum(context_tokens, sequences * self.top_k)
         memory = (
             g.per_context_token_mem_ms * attended + self.per_context_token_indexer_mem_ms * context_tokens
         )
@@ -435,13 +424,14 @@ class SparseGenerationAttention:
             g.per_context_token_compute_ms * attended
             + self.per_context_token_indexer_compute_ms * context_tokens
         ) * tokens_per_step
-        return (sequences > 0) * (ops.max(memory, compute) + g.per_sequence_ms * sequences + g.fixed_ms)
+        return (sequences > 0) * (np.maximum(memory, compute) + g.per_sequence_ms * sequences + g.fixed_ms)
 
     def over_contexts(
         self, sequences: float, context_tokens: np.ndarray, tokens_per_step: float
     ) -> np.ndarray:
         """``time_ms`` at many summed contexts: array operations, none per sequence."""
-        return self.time_ms(sequences, context_tokens, tokens_per_step)
+        times: np.ndarray = self.time_ms(sequences, context_tokens, tokens_per_step)
+        return times
 
     def scalar(self) -> Callable[[float, float, float], float]:
         g, k = self.dense, self.top_k
@@ -581,13 +571,13 @@ class MoeBlock:
 
         return time_ms
 
-    def time_ms(self, tokens: Any, ops: Ops = VECTOR) -> Any:
+    def time_ms(self, tokens: Any) -> Any:
         pairs = tokens * self.pairs_per_token
         # Expected distinct experts hit when pairs land uniformly at random on this GPU's experts.
-        touched = self.experts_on_gpu * (1.0 - ops.exp(-pairs / self.experts_on_gpu))
+        touched = self.experts_on_gpu * (1.0 - np.exp(-pairs / self.experts_on_gpu))
         compute = self.per_pair_compute_ms * pairs + self.per_touched_compute_ms * touched
         memory = self.per_touched_bytes_ms * touched + self.per_pair_bytes_ms * pairs
-        return (tokens > 0) * (ops.max(compute, memory) + self.fixed_ms)
+        return (tokens > 0) * (np.maximum(compute, memory) + self.fixed_ms)
 
 
 def moe_block(
@@ -654,7 +644,7 @@ class MoeCurve:
 
         return time_ms
 
-    def time_ms(self, tokens: Any, ops: Ops = VECTOR) -> Any:
+    def time_ms(self, tokens: Any) -> Any:
         t = np.asarray(tokens, dtype=np.float64)
         inside = np.interp(t, self.tokens, self.per_layer_ms)
         beyond = np.maximum(t - self.tokens[-1], 0.0) * self._tail_slope()

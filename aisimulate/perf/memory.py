@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
+from aisimulate.catalog.backends import BACKENDS, Backend, backend_profile
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM
 from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
-from aisimulate.errors import ConfigError, InfeasibleError
+from aisimulate.errors import ConfigError
 from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
 
-Backend = Literal["vllm", "sglang", "trtllm"]
-BACKENDS: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+__all__ = ["BACKENDS", "Backend"]  # the registry's, re-exported for this layer's callers
 
 # Bytes of live activations per scheduled token, in units of the hidden size and the widest
 # per-GPU intermediate (gate+up output, then the activated half), at 2 bytes per element.
@@ -33,11 +33,7 @@ SGLANG_STATE_SLOTS_PER_REQUEST = {False: 1, True: 3}
 
 
 def check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise ConfigError(
-            f"backend must be one of {', '.join(BACKENDS)}, but got {backend!r}", where="backend"
-        )
-    return backend
+    return backend_profile(backend).name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -243,7 +239,8 @@ def estimate_memory(
     runtime = system.runtime_overhead_gib * 2**30 + system.nccl_bytes(comm_gpus)
     non_kv = weights + activations + runtime
     capacity = system.hbm_bytes
-    if backend == "trtllm":
+    of_free = backend_profile(backend).kv_budget == "of_free"
+    if of_free:
         budget = (capacity - non_kv) * gpu_memory_utilization
     else:
         budget = capacity * gpu_memory_utilization - non_kv
@@ -273,7 +270,7 @@ def estimate_memory(
         )
     tokens = max(int((budget - sliding) // per_token), 0) if budget > sliding else 0
     reason = None
-    if weights >= capacity * (gpu_memory_utilization if backend != "trtllm" else 1.0):
+    if weights >= capacity * (1.0 if of_free else gpu_memory_utilization):
         reason = (
             f"weights need {weights / 2**30:.1f} GiB per GPU but {system.name} has "
             f"{capacity / 2**30:.1f} GiB ({shape.describe(moe=model.is_moe)})"
@@ -309,12 +306,6 @@ def estimate_memory(
         block_size=block_size,
         max_model_len=max_len,
     )
-
-
-def require_feasible(estimate: MemoryEstimate) -> MemoryEstimate:
-    if not estimate.feasible:
-        raise InfeasibleError(f"{estimate.model} on {estimate.system}: {estimate.reason}")
-    return estimate
 
 
 def _check_positive(**values: int) -> None:

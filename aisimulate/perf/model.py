@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -160,6 +160,17 @@ class BatchArrays:
         return p, r, pairs, c, d, arr(self.decode_context_tokens), arr(self.active_kv_tokens)
 
 
+class PassRecord(NamedTuple):
+    """A priced pass: its work and duration, as a planner's forward-pass metrics read them. The
+    replay keeps each rank's latest (a decode stretch records its last pass)."""
+
+    prefill_tokens: int
+    prefill_requests: int
+    decode_requests: int
+    decode_context_tokens: int
+    duration_ms: float
+
+
 @runtime_checkable
 class PerfModel(Protocol):
     """What every latency provider answers. Implementations precompute per-shape constants."""
@@ -221,10 +232,37 @@ def time_ms_pricer(
     return lambda ctx: time_ms(0, 0, 0.0, 0, decode_requests, ctx, tokens_per_step, ctx, kv_capacity_tokens)
 
 
-class SpelledOutDecodeTimes:
+class ScalarPassTimes:
+    """Mixed into every provider: a :class:`BatchShape` is priced by the provider's ``time_ms``
+    on its fields, in ``time_ms``'s one argument order (:func:`batch_args`)."""
+
+    if TYPE_CHECKING:  # the provider's own
+
+        def time_ms(
+            self,
+            prefill_tokens: float,
+            prefill_requests: float,
+            attention_pairs: float,
+            prefill_context_tokens: float,
+            decode_requests: float,
+            decode_context_tokens: float,
+            tokens_per_step: float = 1.0,
+            active_kv_tokens: float = 0.0,
+            kv_capacity_tokens: float = 0.0,
+        ) -> float: ...
+
+    def pass_time_ms(self, batch: BatchShape) -> float:
+        return self.time_ms(*batch_args(batch))
+
+
+class SpelledOutDecodeTimes(ScalarPassTimes):
     """Mixed into a provider whose decode passes have nothing worth binding (or, for the
     analytic model, not under MTP): ``decode_times_ms`` as ``pass_times_ms`` on the passes
     spelled out."""
+
+    if TYPE_CHECKING:  # the provider's own
+
+        def pass_times_ms(self, batches: BatchArrays) -> np.ndarray: ...
 
     def decode_times_ms(
         self,
@@ -235,7 +273,7 @@ class SpelledOutDecodeTimes:
     ) -> np.ndarray:
         decoders = np.empty(len(context_tokens))
         decoders.fill(decode_requests)
-        return self.pass_times_ms(  # type: ignore[attr-defined]
+        return self.pass_times_ms(
             BatchArrays(
                 decode_requests=decoders,
                 decode_context_tokens=context_tokens,

@@ -111,7 +111,8 @@ def predict(point: Point, fit: Any, system: System | None = None) -> float:
             hbm_gbps=system.hbm_gbps,
             fit=fit,
         )
-        return roof.time_ms(m)
+        gemm_ms: float = roof.time_ms(m)
+        return gemm_ms
     if point.family in ("context_attention", "generation_attention"):
         heads, kv_heads, head_dim = _i(row, "num_heads"), _i(row, "num_kv_heads"), _i(row, "head_dim")
         batch = _i(row, "batch")
@@ -125,11 +126,13 @@ def predict(point: Point, fit: Any, system: System | None = None) -> float:
         )
         if point.family == "context_attention":
             isl = _i(row, "isl")
-            cost = context_attention(qk_dim=head_dim, v_dim=head_dim, **common)
-            return cost.time_ms(batch * isl * (isl + 1) / 2, batch, 0, batch * isl)
+            prefill = context_attention(qk_dim=head_dim, v_dim=head_dim, **common)
+            prefill_ms: float = prefill.time_ms(batch * isl * (isl + 1) / 2, batch, 0, batch * isl)
+            return prefill_ms
         kv_len = _i(row, "kv_len")
-        cost = generation_attention(flops_per_context_token_layer=4 * heads * head_dim, **common)
-        return cost.time_ms(batch, batch * kv_len, 1.0)
+        decode = generation_attention(flops_per_context_token_layer=4 * heads * head_dim, **common)
+        decode_ms: float = decode.time_ms(batch, batch * kv_len, 1.0)
+        return decode_ms
     if point.family == "moe":
         math = math_dtype(point.dtype, system.math_dtypes)
         block = moe_block(
@@ -145,13 +148,14 @@ def predict(point: Point, fit: Any, system: System | None = None) -> float:
             hbm_gbps=system.hbm_gbps,
             fit=fit,
         )
-        return block.time_ms(_i(row, "num_tokens"))
+        moe_ms: float = block.time_ms(_i(row, "num_tokens"))
+        return moe_ms
     n = _i(row, "num_gpus")
     size = float(row["message_bytes"]) if "message_bytes" in row else _i(row, "message_elements") * 2.0
     builder: Callable[..., Any] = all_reduce if point.family == "allreduce" else all_to_all
-    return builder(count=1, num_gpus=n, bytes_per_token=size, link_gbps=system.nvlink_gbps, fit=fit).time_ms(
-        1
-    )
+    collective = builder(count=1, num_gpus=n, bytes_per_token=size, link_gbps=system.nvlink_gbps, fit=fit)
+    comm_ms: float = collective.time_ms(1)
+    return comm_ms
 
 
 FIT_TYPES: dict[str, type] = {

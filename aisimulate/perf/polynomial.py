@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, batch_args
+from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, ScalarPassTimes
 
 # Coefficients from Dynamo's perf_model.rs (see the reference notes, section 1.2).
 PREFILL_QUADRATIC = 4.209989e-7
@@ -40,7 +40,7 @@ def decode_ms(active_kv_tokens: float, total_kv_tokens: float) -> float:
     return ms if ms > DECODE_FLOOR_MS else DECODE_FLOOR_MS
 
 
-class PolynomialPerfModel:
+class PolynomialPerfModel(ScalarPassTimes):
     """Prefill quadratic in new tokens, decode quadratic in KV utilisation (Dynamo's default)."""
 
     name = "polynomial"
@@ -89,9 +89,6 @@ class PolynomialPerfModel:
             return lambda ctx: decode_ms(ctx, kv_capacity_tokens) / speedup
         return lambda ctx: decode_ms(ctx, kv_capacity_tokens)
 
-    def pass_time_ms(self, batch: BatchShape) -> float:
-        return self.time_ms(*batch_args(batch))
-
     def explain(self, batch: BatchShape) -> PassBreakdown:
         prefill, decode = self._parts(
             batch.prefill_tokens,
@@ -123,7 +120,7 @@ class PolynomialPerfModel:
         if batches.has_prefill:
             safe_r = np.where(r > 0, r, 1.0)
             tokens = r * ((ctx + p) // safe_r - ctx // safe_r)
-            prefill = np.where(
+            prefill: np.ndarray | float = np.where(
                 (r > 0) & (tokens != 0),
                 PREFILL_QUADRATIC * tokens**2 + PREFILL_LINEAR * tokens + PREFILL_CONSTANT,
                 0.0,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
 from aisimulate.errors import ConfigError
@@ -22,7 +23,7 @@ def async_scheduling_for(backend: str, requested: bool | None, *, name: str = "a
     """Whether an engine schedules asynchronously: vLLM's switch, on unless turned off (as vLLM
     since 0.14). SGLang's and TRT-LLM's overlap schedulers are part of their fitted per-pass
     overhead, so asking for it there is an error."""
-    if backend == "vllm":
+    if backend_profile(backend).async_switch:
         return requested is not False
     if requested is not None:
         raise ConfigError(

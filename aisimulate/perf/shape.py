@@ -40,14 +40,15 @@ class ParallelShape:
     @property
     def expert_split(self) -> tuple[int, int]:
         """(moe_tp, moe_ep) with defaults filled in."""
-        stage = self.gpus_per_stage
-        if self.moe_tp is None and self.moe_ep is None:
+        stage, moe_tp, moe_ep = self.gpus_per_stage, self.moe_tp, self.moe_ep
+        if moe_tp is None and moe_ep is None:
             return stage, 1
-        if self.moe_tp is None:
-            return max(stage // self.moe_ep, 1), self.moe_ep  # type: ignore[operator]
-        if self.moe_ep is None:
-            return self.moe_tp, max(stage // self.moe_tp, 1)
-        return self.moe_tp, self.moe_ep
+        if moe_tp is None:
+            assert moe_ep is not None
+            return max(stage // moe_ep, 1), moe_ep
+        if moe_ep is None:
+            return moe_tp, max(stage // moe_tp, 1)
+        return moe_tp, moe_ep
 
     def describe(self, *, moe: bool = True) -> str:
         text = f"tp={self.tp}, pp={self.pp}"

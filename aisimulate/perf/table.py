@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from aisimulate.errors import ConfigError
-from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, SpelledOutDecodeTimes, batch_args
+from aisimulate.perf.model import BatchArrays, BatchShape, PassBreakdown, SpelledOutDecodeTimes
 from aisimulate.perf.polynomial import DECODE_FLOOR_MS
 
 
@@ -80,8 +80,8 @@ class TablePerfModel(SpelledOutDecodeTimes):
         if self._prefill_y.shape != self._prefill_x.values.shape:
             raise ConfigError("prefill_ttft_ms must have one value per prefill_isl", where=source)
         self._grid = grid
-        self._grid_rows = grid.tolist()
-        self._prefill_list = self._prefill_y.tolist()
+        self._grid_rows: list[list[float]] = grid.tolist()
+        self._prefill_list: list[float] = self._prefill_y.tolist()
 
     # ---- loading -------------------------------------------------------------------------
     @classmethod
@@ -204,9 +204,6 @@ class TablePerfModel(SpelledOutDecodeTimes):
     ) -> Callable[[float], float]:
         decode = self._decode
         return lambda ctx: decode(ctx, ctx / decode_requests)
-
-    def pass_time_ms(self, batch: BatchShape) -> float:
-        return self.time_ms(*batch_args(batch))
 
     def explain(self, batch: BatchShape) -> PassBreakdown:
         prefill = self._prefill(batch.prefill_tokens)

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from aisimulate.catalog import get_model
+from aisimulate.perf.model import PassRecord
 from aisimulate.planner.fpm import ForwardPassMetrics
 from aisimulate.planner.policy import RoleCapability, RoleState, TrafficWindow
 from aisimulate.replay.engine import Rank
@@ -58,13 +59,13 @@ def fpm_snapshot(rank: Rank, queued_decode: Iterable[Request], seen: object) -> 
         decode_n += 1
         decode_kv += r.seq_len
     last = rank.last_pass
-    tokens, requests, d, d_ctx, ms = last if last is not None else (0, 0, 0, 0, 0.0)
+    record = last if last is not None else PassRecord(0, 0, 0, 0, 0.0)
     return ForwardPassMetrics(
-        wall_time_ms=ms,
-        num_prefill_requests=requests,
-        sum_prefill_tokens=tokens,
-        num_decode_requests=d,
-        sum_decode_kv_tokens=d_ctx,
+        wall_time_ms=record.duration_ms,
+        num_prefill_requests=record.prefill_requests,
+        sum_prefill_tokens=record.prefill_tokens,
+        num_decode_requests=record.decode_requests,
+        sum_decode_kv_tokens=record.decode_context_tokens,
         num_queued_prefill=prefill_n,
         sum_queued_prefill_tokens=prefill_tokens,
         num_queued_decode=decode_n,
@@ -90,7 +91,9 @@ class Lifecycle:
     def record(self, pool: Pool, now_ms: float) -> None:
         """Append the pool's fleet if it changed since its previous row."""
         active, starting, draining = self.counts(pool)
-        row = dict(time_ms=now_ms, role=pool.role, active=active, starting=starting, draining=draining)
+        row: dict[str, float | int | str] = dict(
+            time_ms=now_ms, role=pool.role, active=active, starting=starting, draining=draining
+        )
         previous = next((old for old in reversed(self.series) if old["role"] == pool.role), None)
         if previous is None or any(previous[key] != row[key] for key in ("active", "starting", "draining")):
             self.series.append(row)

@@ -9,16 +9,47 @@ preempted request would take the blocks the hand-offs wait for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from aisimulate.replay.scheduler import ceil_div
 
 if TYPE_CHECKING:
+    from collections import deque
+
+    from aisimulate.replay.decoding import DecodeStrategy
+    from aisimulate.replay.engine import Rank
+    from aisimulate.replay.kv_cache import BlockPool
+    from aisimulate.replay.ledger import Ledger
+    from aisimulate.replay.plan import EngineSpec
     from aisimulate.replay.request import Request
+    from aisimulate.replay.scheduler import AdmissionPolicy
 
 
 class DecodeDestination:
-    """Mixed into ``Rank``: what a decode worker does with prompts computed elsewhere."""
+    """Mixed into ``Rank``: what a decode worker does with prompts computed elsewhere. The
+    rank's state and methods it uses are declared below; where it hands itself to a policy or
+    strategy it is the ``Rank`` it is part of."""
+
+    spec: EngineSpec
+    policy: AdmissionPolicy
+    pool: BlockPool
+    block_size: int
+    unit: int
+    decoding: DecodeStrategy
+    ledger: Ledger
+    waiting: deque[Request]
+    materialized: deque[Request]
+    pending_destinations: deque[tuple[Request, Request, Rank]]
+    reserved_blocks: int
+    _admissions: int
+
+    if TYPE_CHECKING:
+
+        @property
+        def num_running(self) -> int: ...
+        def _prefix_hit(self, r: Request) -> tuple[int, int, int]: ...
+        def _note_peak(self) -> None: ...
+        def _start_decoding(self, r: Request, next_pass: int, *, first_single: bool = False) -> None: ...
 
     def reserve(self, r: Request, committed: int = 0) -> int | None:
         """Hold destination blocks for a prompt arriving from a prefill worker; None if they do
@@ -33,7 +64,7 @@ class DecodeDestination:
         matched, hot = pool.match_prefix(r.prompt_keys, computed // bs // unit)
         inactive_hits = sum(1 for key in r.prompt_keys[:matched] if key not in pool.active)
         cost = total - matched * unit + inactive_hits * unit
-        if not policy.destination_fits(self, r, cost, hot * unit, committed):
+        if not policy.destination_fits(cast("Rank", self), r, cost, hot * unit, committed):
             return None
         pool.acquire(r.prompt_keys[:matched])
         pool.allocate_anon(total - matched * unit)
@@ -78,7 +109,7 @@ class DecodeDestination:
         if self.num_running:
             return False
         r = self.waiting[0]
-        return not self.policy.admissible(self, r, self._prefix_hit(r)[1] * self.unit)
+        return not self.policy.admissible(cast("Rank", self), r, self._prefix_hit(r)[1] * self.unit)
 
     def _join_decoding(self, p: int) -> int | None:
         """Admit the oldest arrived prompt into pass p after the running requests were scheduled
@@ -93,9 +124,4 @@ class DecodeDestination:
         if new:
             self.pool.allocate_anon(new)
             self.reserved_blocks -= new
-        if self.exact:  # the fast path's aggregates count the step from dec_pass0 = p on
-            r.n_blocks += new
-            r.num_computed += 1
-            r.scheduled_take = 1
-            return r.num_computed
-        return r.num_computed + 1
+        return self.decoding.join(cast("Rank", self), r, new)

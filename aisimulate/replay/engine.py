@@ -16,12 +16,12 @@ each emits and takes on every pass until it finishes is known when it starts dec
 :mod:`ledger <aisimulate.replay.ledger>` keeps the batch's totals per pass. Per-pass work is
 therefore independent of the batch size, speculative (MTP) bursts included.
 ``exact=True`` visits every decoding request every pass instead (the reference path the tests
-compare against).
+compare against). The rank picks one of the two :mod:`decoding <aisimulate.replay.decoding>`
+strategies once, when it is built.
 """
 
 from __future__ import annotations
 
-import heapq
 import weakref
 from array import array
 from collections import deque
@@ -29,11 +29,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from aisimulate.perf.model import PerfModel
+from aisimulate.catalog.backends import backend_profile
+from aisimulate.perf.model import PassRecord, PerfModel
+from aisimulate.replay.decoding import EXACT, LEDGER, DecodeStrategy
 from aisimulate.replay.destination import DecodeDestination
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
 from aisimulate.replay.kv_events import RankEvents
-from aisimulate.replay.ledger import BurstLedger, BurstSampler, OneTokenLedger
+from aisimulate.replay.ledger import BurstLedger, BurstSampler, Ledger, OneTokenLedger
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers, SharedLink
 from aisimulate.replay.plan import EngineSpec
@@ -42,16 +44,17 @@ from aisimulate.replay.scheduler import POLICIES, AdmissionPolicy, ceil_div
 from aisimulate.replay.stretch import DecodeStretches
 
 
-def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, int, float]:
-    """(new tokens, requests, cached context, causal attention pairs) of a pass's prefill chunks,
-    each given as (tokens taken, tokens computed before, request)."""
+def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, float, int]:
+    """(new tokens, requests, causal attention pairs, cached context) of a pass's prefill
+    chunks, each given as (tokens taken, tokens computed before, request): the prefill
+    arguments of ``PerfModel.time_ms``, in its order."""
     tokens = context = 0
     for take, done, _ in chunks:
         tokens += take
         context += done
     # sum() itself: it rounds floats its own way (compensated from Python 3.12 on).
     pairs = sum(take * (done + (take + 1) / 2) for take, done, _ in chunks)
-    return tokens, len(chunks), context, float(pairs)
+    return tokens, len(chunks), float(pairs), context
 
 
 def weak_callback(method: Callable[[list[int]], None]) -> Callable[[list[int]], None]:
@@ -83,7 +86,7 @@ class Rank(DecodeStretches, DecodeDestination):
         self.spec = spec
         self.role = role  # agg | prefill | decode
         self.stretch_keeps_cache = False
-        self.policy: AdmissionPolicy = POLICIES[backend]()
+        self.policy: AdmissionPolicy = POLICIES[backend_profile(backend).admission]()
         self.perf = perf
         self.collector = collector
         self.worker = worker
@@ -105,16 +108,12 @@ class Rank(DecodeStretches, DecodeDestination):
         self._to_onboard: list[tuple[Request, int, int, int]] = []
         self.capacity_tokens = num_gpu_blocks * spec.block_size
         self.tokens_per_step = tokens_per_step
-        # The aggregate decode step assumes every decoding request fits the token budget and
-        # that a victim is never a request already scheduled in the pass (true for LIFO only).
-        self.exact = (
-            exact or spec.max_num_seqs > spec.max_num_batched_tokens or spec.preemption_mode == "fifo"
-        )
+        self.decoding: DecodeStrategy = EXACT if self.decodes_exactly(spec, exact=exact) else LEDGER
         rates = spec.accept_rates
         self._bursts = (
             BurstSampler(rates, np.random.default_rng([spec.mtp_seed, worker, rank])) if rates else None
         )
-        self.ledger = BurstLedger(spec.block_size) if rates else OneTokenLedger(spec.block_size)
+        self.ledger: Ledger = BurstLedger(spec.block_size) if rates else OneTokenLedger(spec.block_size)
         self.waiting: deque[Request] = deque()
         # Decode role: requests whose KV arrived from a prefill worker, ready to decode.
         self.materialized: deque[Request] = deque()
@@ -140,15 +139,20 @@ class Rank(DecodeStretches, DecodeDestination):
         # Decoders that have not yet had a decode pass: their previous token came out at a
         # time of their own (always the previous pass end under vLLM, an extend pass in SGLang).
         self._fresh: list[Request] = []
-        # (prefill tokens, prefill requests, decode requests, decode KV tokens, ms) of the
-        # latest pass, None before the first.
-        self.last_pass: tuple[int, int, int, int, float] | None = None
+        self.last_pass: PassRecord | None = None  # None before the first pass
         self._stretch_start_ms = 0.0
         # vLLM's async scheduling chooses pass n+1 when pass n starts: a request that arrives
         # while pass n runs can join pass n+2 at the earliest (set by the pool builder).
         self.async_admission = False
         self._last_start_ms = self._last_end_ms = -1.0
         self._admit_until_ms = 0.0  # waiting requests enqueued later wait for the next pass
+
+    @staticmethod
+    def decodes_exactly(spec: EngineSpec, *, exact: bool) -> bool:
+        """Whether the rank steps every decoder every pass (:data:`EXACT`): asked for, or needed
+        because the ledger's aggregate step assumes that every decoding request fits the token
+        budget and that a preemption victim is never already scheduled in the pass (LIFO only)."""
+        return exact or spec.max_num_seqs > spec.max_num_batched_tokens or spec.preemption_mode == "fifo"
 
     # ---- host offload --------------------------------------------------------------------
     def _stored(self, keys: list[int]) -> None:
@@ -245,17 +249,7 @@ class Rank(DecodeStretches, DecodeDestination):
         r.dec_pass0, r.dec_nc0, r.dec_gen0 = next_pass, r.num_computed, r.generated
         if self._bursts is not None:
             r.bursts = self._bursts.draw(r.max_output - r.generated, first_single=first_single)
-        if self.exact:
-            return
-        self._fresh.append(r)
-        r.finish_pass = next_pass + self.ledger.start(r, next_pass) - 1
-        bucket = self.finish_at.get(r.finish_pass)
-        if bucket is None:
-            self.finish_at[r.finish_pass] = [r]
-            heapq.heappush(self._finish_heap, r.finish_pass)
-        else:
-            bucket.append(r)
-        self.dec_ctx += r.num_computed
+        self.decoding.start(self, r, next_pass)
 
     def _materialize(self, r: Request, p: int) -> None:
         """Write a fast-path decoder's implicit state into its fields as of the start of pass p."""
@@ -275,17 +269,7 @@ class Rank(DecodeStretches, DecodeDestination):
     def _stop_decoding(self, r: Request, p: int) -> None:
         """Take a decoder out of the aggregates at the start of pass p (before it is scheduled)."""
         del self.decoders[r.admit_seq]
-        if self.exact:
-            return
-        if r in self._fresh:
-            self._fresh.remove(r)
-        self._materialize(r, p)
-        self.ledger.stop(r, p)
-        bucket = self.finish_at[r.finish_pass]
-        bucket.remove(r)
-        if not bucket:
-            del self.finish_at[r.finish_pass]
-        self.dec_ctx -= r.num_computed
+        self.decoding.stop(self, r, p)
 
     # ---- KV ------------------------------------------------------------------------------
     def _release(self, r: Request, *, recompute: bool) -> None:
@@ -395,10 +379,7 @@ class Rank(DecodeStretches, DecodeDestination):
         self._last_start_ms = now_ms
         self.preempted_in_pass = False
         budget = self.spec.max_num_batched_tokens
-        if self.exact:
-            budget, d, d_ctx = self._decode_exact(p, budget)
-        else:
-            budget, d, d_ctx = self._decode_fast(p, budget)
+        budget, d, d_ctx = self.decoding.schedule(self, p, budget)
 
         # Most passes of a busy rank only decode: each step below is skipped when it has
         # nothing to do (the event loop runs one pass per rank per event).
@@ -439,68 +420,19 @@ class Rank(DecodeStretches, DecodeDestination):
             # whose prompt completes emits its first token without a decode step of its own),
             # and its KV load is their summed context, as the reference replay feeds its
             # timing model.
-            return self._price(0, 0, 0, 0.0, d, d_ctx, d_ctx) if d else 0.0
+            return self._price(0, 0, 0.0, 0, d, d_ctx, d_ctx) if d else 0.0
         return self._price(*chunk_totals(chunks), d, d_ctx, d_ctx)
 
     def _price(
-        self, tokens: int, requests: int, context: int, pairs: float, d: int, d_ctx: int, active_kv: int
+        self, tokens: int, requests: int, pairs: float, context: int, d: int, d_ctx: int, active_kv: int
     ) -> float:
-        """The pass's duration; its work and duration are kept as the latest forward-pass
-        metrics (what a planner reads)."""
+        """The pass's duration (arguments in ``PerfModel.time_ms``'s order); its work and
+        duration are kept as the latest pass record (what a planner reads)."""
         ms = self.perf.time_ms(
             tokens, requests, pairs, context, d, d_ctx, self.tokens_per_step, active_kv, self.capacity_tokens
         )
-        self.last_pass = (tokens, requests, d, d_ctx, ms)
+        self.last_pass = PassRecord(tokens, requests, d, d_ctx, ms)
         return ms
-
-    def _decode_fast(self, p: int, budget: int) -> tuple[int, int, int]:
-        ledger = self.ledger
-        need = ledger.blocks(p)
-        while need > self.pool.available():
-            victim = self._newest_running()
-            own = (
-                ledger.own_blocks(victim, p)
-                if victim is not None and victim.admit_seq in self.decoders
-                else 0
-            )
-            self._make_room(self.pool.available() + 1, p)
-            need -= own
-        if need:
-            self.pool.allocate_anon(need)
-            self.reserved_blocks -= need
-        d = len(self.decoders)
-        # Each decoder attends to its computed tokens plus the ones it computes now.
-        return budget - d, d, self.dec_ctx + ledger.tokens(p)
-
-    def _step_tokens(self, r: Request) -> int:
-        """Tokens decoder r's next step emits on the exact path: one, or its next drawn burst."""
-        if r.bursts is None:
-            return 1
-        done = r.generated - r.dec_gen0
-        return int(r.bursts[r.bursts.searchsorted(done, side="right")]) - done
-
-    def _decode_exact(self, p: int, budget: int) -> tuple[int, int, int]:
-        bs = self.block_size
-        d = d_ctx = 0
-        for r in list(self.decoders.values()):
-            if self.decoders.get(r.admit_seq) is not r:
-                continue  # preempted as a victim of an earlier request
-            if budget <= 0:
-                break
-            burst = self._step_tokens(r)
-            new = ceil_div(r.num_computed + burst, bs) - r.n_blocks  # KV for the whole burst
-            if new > 0:
-                if not self._make_room(new, p, r):
-                    continue
-                self.pool.allocate_anon(new)
-                self.reserved_blocks -= new
-                r.n_blocks += new
-            r.num_computed += burst
-            r.scheduled_take = burst
-            budget -= 1
-            d += 1
-            d_ctx += r.num_computed
-        return budget, d, d_ctx
 
     def _admit(self, p: int, budget: int, chunks: list[tuple[int, int, Request]]) -> tuple[int, int, int]:
         """Admit waiting requests head-of-line into ``chunks``, and prompts whose KV arrived into
@@ -565,38 +497,7 @@ class Rank(DecodeStretches, DecodeDestination):
         self.pass_end_ms.append(end_ms)
         self._last_end_ms = end_ms
         finished: list[Request] = []
-        collector = self.collector
-        if self.exact:
-            for r in list(self.decoders.values()):
-                burst = r.scheduled_take
-                if not burst:
-                    continue
-                r.scheduled_take = 0
-                if r.generated == 0:
-                    r.first_token_ms = end_ms
-                    collector.emitted_tokens += 1
-                else:
-                    collector.gap(end_ms - r.last_token_ms, 1)
-                if burst > 1:  # a burst's tokens share the pass end
-                    collector.gap(0.0, burst - 1)
-                collector.decode_step(burst)
-                if r.generated < 2 <= r.generated + burst:
-                    r.second_token_ms = end_ms
-                r.generated += burst
-                r.last_token_ms = end_ms
-                if r.generated >= r.max_output:
-                    del self.decoders[r.admit_seq]
-                    finished.append(r)
-        else:
-            d = len(self.decoders)
-            if d:
-                tokens = self.ledger.tokens(p)
-                self._decoder_gaps(end_ms, d)
-                if self._bursts is not None:
-                    self._count_bursts(d, tokens)
-                self.dec_ctx += tokens
-            if p in self.finish_at:
-                self._finish_decoders(p, finished)
+        self.decoding.emit(self, p, end_ms, finished)
         if self._completing:
             self._finish_prefills(p, end_ms, finished)
         return self._retire(finished, end_ms) if finished else finished
@@ -604,16 +505,34 @@ class Rank(DecodeStretches, DecodeDestination):
     def _decoder_gaps(self, end_ms: float, d: int) -> None:
         """Token gaps of the d decoders emitting at ``end_ms`` (the pass index already moved on)."""
         fresh = self._fresh
-        for r in fresh:
-            if r.generated == 0:  # its KV came from a prefill worker: this is its first token
-                r.first_token_ms = end_ms
-                self.collector.emitted_tokens += 1
-            else:
-                self.collector.gap(end_ms - r.last_token_ms, 1)
+        for r in fresh:  # their previous tokens came out at times of their own
+            self._first_or_gap(r, end_ms)
         rest = d - len(fresh)
         if rest:
             self.collector.gap(end_ms - self.pass_end_ms[-2], rest)
         fresh.clear()
+
+    def _first_or_gap(self, r: Request, end_ms: float) -> None:
+        """A token of r out at ``end_ms``: its first (the TTFT's end), or a gap since its last."""
+        if r.generated == 0:
+            r.first_token_ms = end_ms
+            self.collector.emitted_tokens += 1
+        else:
+            last = r.last_token_ms
+            assert last is not None  # set with its first token
+            self.collector.gap(end_ms - last, 1)
+
+    def _stamp(self, r: Request, end_ms: float, tokens: int) -> None:
+        """r, stepped, emitted ``tokens`` at ``end_ms`` (a burst's tokens share the pass end).
+        Decoders the ledger keeps are stamped in aggregate (:meth:`_decoder_gaps`) and their own
+        fields derived when needed (:meth:`_materialize`)."""
+        self._first_or_gap(r, end_ms)
+        if tokens > 1:
+            self.collector.gap(0.0, tokens - 1)
+        if r.generated < 2 <= r.generated + tokens:
+            r.second_token_ms = end_ms
+        r.generated += tokens
+        r.last_token_ms = end_ms
 
     def _count_bursts(self, steps: int, tokens: int) -> None:
         """Fast path, speculative decoding: ``steps`` decode steps emitted ``tokens``; a burst's
@@ -632,22 +551,14 @@ class Rank(DecodeStretches, DecodeDestination):
             finished.append(r)
 
     def _finish_prefills(self, p: int, end_ms: float, finished: list[Request]) -> None:
-        collector = self.collector
         for r in self._completing:
             if r not in self.prefilling:
                 continue
             self.prefilling.remove(r)
-            if r.generated == 0:
-                r.first_token_ms = end_ms
-                collector.emitted_tokens += 1
-                if self.on_first_token is not None:
-                    self.on_first_token(r)
-            else:
-                collector.gap(end_ms - r.last_token_ms, 1)
-                if r.generated == 1:
-                    r.second_token_ms = end_ms
-            r.generated += 1
-            r.last_token_ms = end_ms
+            first = r.generated == 0
+            self._stamp(r, end_ms, 1)
+            if first and self.on_first_token is not None:
+                self.on_first_token(r)
             if r.generated >= r.max_output:
                 finished.append(r)
             else:

@@ -121,7 +121,7 @@ class BlockPool:
             matched += 1
         return matched, hot
 
-    def cached_run(self, key: tuple) -> int:
+    def cached_run(self, key: tuple[str, int, int]) -> int:
         """Blocks left of a named run (0 if evicted)."""
         return self.inactive.get(key, 0) if self.enable_prefix_caching else 0
 
@@ -200,7 +200,7 @@ class BlockPool:
     def free_anon(self, n: int) -> None:
         self.num_anon_active -= n
 
-    def take_run(self, key: tuple, n: int) -> None:
+    def take_run(self, key: tuple[str, int, int], n: int) -> None:
         """A recomputing request takes back the first ``n`` blocks of its run; the rest is freed."""
         size = self.inactive.pop(key)
         self.num_inactive -= size
@@ -208,7 +208,12 @@ class BlockPool:
 
     # ---- release -------------------------------------------------------------------------
     def release(
-        self, keys: Sequence[int], *, anon_full: int, anon_partial: int, run_key: tuple | None = None
+        self,
+        keys: Sequence[int],
+        *,
+        anon_full: int,
+        anon_partial: int,
+        run_key: tuple[str, int, int] | None = None,
     ) -> None:
         """Drop a request's blocks, tail first so its tail is evicted before its prefix: the
         anonymous full blocks (one run, named ``run_key`` when the request will be recomputed),

@@ -25,6 +25,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import Any
 
 import numpy as np
 
@@ -63,6 +64,9 @@ class KvRouter:
         self.spec = spec
         self.rng = rng
         self.decode_pool = decode_pool
+        # It reads cached prefixes, and with a busy threshold on active blocks per-pass occupancy.
+        self.reads_cached_blocks = True
+        self.reads_pass_state = spec.active_decode_blocks_threshold is not None
         # A decode pool credits no overlap, so it needs no picture of the caches.
         self.index: LaggedKvIndex | None = None  # what late KV events have shown
         self.guess: ApproxKvIndex | None = None  # without KV events: where it routed what
@@ -71,7 +75,7 @@ class KvRouter:
         if not spec.use_kv_events and not decode_pool:
             self.guess = ApproxKvIndex(spec.router_ttl_secs * 1000.0, clock or Clock())
         self._slots: dict[int, _Slots] = {}  # rank id -> its tracked requests
-        self._routed: dict[int, list] = {}  # request id -> [its rank's _Slots, its pending tokens]
+        self._routed: dict[int, list[Any]] = {}  # request id -> [its rank's _Slots, its pending tokens]
         self._any_threshold = any(
             x is not None
             for x in (

@@ -5,14 +5,15 @@ tokens each of its steps emits (one, or a speculative burst drawn when it starts
 blocks each step takes. A ledger keeps the sum of those futures over the rank's decoders, so that
 a pass, or a stretch of passes, reads the batch's totals in time independent of the batch size.
 Requests in the ledger are registered by :meth:`start` and leave by :meth:`stop` (preempted,
-before pass ``p``) or :meth:`finish` (their last step was pass ``p``).
+before pass ``p``) or :meth:`finish` (their last step was pass ``p``). :class:`Ledger` declares
+the interface; :class:`OneTokenLedger` and :class:`BurstLedger` implement it.
 """
 
 from __future__ import annotations
 
 import math
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,6 +23,65 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from aisimulate.replay.request import Request
+
+
+@runtime_checkable
+class Ledger(Protocol):
+    """What the rank's decoders emit and take on every pass ahead, as totals over them."""
+
+    block_size: int
+
+    def start(self, r: Request, pass0: int) -> int:
+        """Register r decoding from ``pass0``; return how many steps it takes to finish."""
+        ...
+
+    def stop(self, r: Request, p: int) -> None:
+        """Take r out before pass ``p`` (preempted): its steps from ``p`` on are not taken."""
+        ...
+
+    def finish(self, r: Request, p: int) -> None:
+        """Take r out after its last step, at pass ``p``."""
+        ...
+
+    def done(self, r: Request, steps: int) -> int:
+        """Tokens r emitted in its first ``steps`` steps."""
+        ...
+
+    def own_blocks(self, r: Request, p: int) -> int:
+        """Blocks r's step at pass ``p`` takes."""
+        ...
+
+    def blocks(self, p: int) -> int:
+        """Blocks the decoders' steps at pass ``p`` take."""
+        ...
+
+    def tokens(self, p: int) -> int:
+        """Tokens the decoders' steps at pass ``p`` emit."""
+        ...
+
+    def tokens_over(self, p: int, passes: int) -> int:
+        """Tokens the decoders emit over ``passes`` passes from ``p``."""
+        ...
+
+    def increments(self, p: int, passes: int) -> Iterable[int]:
+        """Tokens emitted at each of the ``passes`` passes from ``p``."""
+        ...
+
+    def contexts(self, start_ctx: int, p: int, passes: int) -> np.ndarray:
+        """The batch's context after each of the ``passes`` passes from ``p``."""
+        ...
+
+    def blocks_over(self, p: int, passes: int) -> int:
+        """Blocks the decoders take over ``passes`` passes from ``p``."""
+        ...
+
+    def passes_with_blocks(self, p: int, passes: int, available: int) -> int:
+        """How many of the ``passes`` passes from ``p`` find their blocks in ``available``."""
+        ...
+
+    def outputs_left(self, p: int) -> int:
+        """Output tokens the decoders have left at the start of pass ``p``."""
+        ...
 
 
 class BurstSampler:
@@ -224,7 +284,8 @@ class BurstLedger:
 
     def increments(self, p: int, passes: int) -> Iterable[int]:
         i = p - self.base
-        return self._tokens[i : i + passes].tolist()
+        steps: list[int] = self._tokens[i : i + passes].tolist()
+        return steps
 
     def contexts(self, start_ctx: int, p: int, passes: int) -> np.ndarray:
         i = p - self.base

@@ -52,8 +52,9 @@ class SharedLink:
             return None
         if self.bytes_per_ms == float("inf"):
             return self.updated_ms
-        least = min(entry[0] for entry in self.active.values())
-        return self.updated_ms + max(least, 0.0) * len(self.active) / self.bytes_per_ms
+        least: float = min(entry[0] for entry in self.active.values())
+        at: float = self.updated_ms + max(least, 0.0) * len(self.active) / self.bytes_per_ms
+        return at
 
     def complete(self, now_ms: float) -> list[Any]:
         """Payloads of the transfers finished by ``now_ms`` (called at ``next_completion``)."""

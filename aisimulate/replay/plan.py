@@ -10,10 +10,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from aisimulate.catalog.backends import Backend
 from aisimulate.perf.providers import async_scheduling_for
 from aisimulate.planner.config import PlannerConfig
 
-Backend = Literal["vllm", "sglang", "trtllm"]
+__all__ = ["SLA", "Backend", "DeploymentPlan", "EngineSpec", "RouterSpec", "SglangOptions"]
 
 
 class _Frozen(BaseModel):
@@ -107,7 +108,8 @@ class EngineSpec(_Frozen):
 
 
 class RouterSpec(_Frozen):
-    """How a pool picks a worker rank. The ``kv_router`` fields follow Dynamo's KV router."""
+    """How a pool picks a worker rank. The ``kv_router`` fields follow Dynamo's KV router; each
+    mode takes only the settings :data:`ROUTER_SETTINGS` gives it."""
 
     mode: Literal["round_robin", "random", "least_loaded", "kv_router"] = "round_robin"
     overlap_score_credit: float = Field(default=1.0, ge=0, le=1)
@@ -137,14 +139,26 @@ class RouterSpec(_Frozen):
     router_ttl_secs: float = Field(default=120.0, gt=0)
 
     @model_validator(mode="after")
-    def _event_settings_need_kv_router(self) -> RouterSpec:
-        if self.kv_event_lag_ms is not None and self.mode != "kv_router":
-            raise ValueError(f"kv_event_lag_ms applies to mode kv_router only, not {self.mode}")
-        if not self.use_kv_events and self.mode != "kv_router":
-            raise ValueError(f"use_kv_events: false applies to mode kv_router only, not {self.mode}")
+    def _settings_of_the_mode(self) -> RouterSpec:
+        given = self.model_fields_set - {"mode"} - ROUTER_SETTINGS[self.mode]
+        for name in RouterSpec.model_fields:  # in declaration order: the first one is named
+            if name in given:
+                setting = f"{name}: false" if getattr(self, name) is False else name
+                owners = [mode for mode, names in ROUTER_SETTINGS.items() if name in names]
+                raise ValueError(f"{setting} applies to mode {' or '.join(owners)} only, not {self.mode}")
         if not self.use_kv_events and self.kv_event_lag_ms is not None:
             raise ValueError("kv_event_lag_ms delays KV events, but use_kv_events is false")
         return self
+
+
+# The settings each router mode reads besides ``mode`` (one router per mode: ``ROUTERS`` in
+# ``replay/router.py``); any other setting given with that mode is an error, never ignored.
+ROUTER_SETTINGS: dict[str, frozenset[str]] = {
+    "round_robin": frozenset(),
+    "random": frozenset(),
+    "least_loaded": frozenset(),
+    "kv_router": frozenset(RouterSpec.model_fields) - {"mode"},
+}
 
 
 class DeploymentPlan(_Frozen):

@@ -17,6 +17,7 @@ from aisimulate.replay.metrics import (
     sorted_distribution,
 )
 from aisimulate.replay.plan import SLA
+from aisimulate.replay.request import Request
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +64,13 @@ class Fleet:
         return (total_ms + count * max(horizon_ms - since, 0.0)) / 1000.0
 
 
+def ttst_ms(r: Request) -> float | None:
+    """From r's first token to its second (None when it emitted fewer than two)."""
+    if r.first_token_ms is None or r.second_token_ms is None:
+        return None
+    return r.second_token_ms - r.first_token_ms
+
+
 def summarize(
     collector: Collector,
     *,
@@ -102,7 +110,7 @@ def summarize(
     e2e = last - arrival
     multi = out_len > 1
     tpot = (last[multi] - first[multi]) / (out_len[multi] - 1)
-    ttst = np.array([r.second_token_ms - r.first_token_ms for r in done if r.second_token_ms is not None])
+    ttst = np.array([ms for r in done if (ms := ttst_ms(r)) is not None])
     gaps, weights = collector.all_gaps()
     add_family(summary, "ttft", distribution(ttft))
     add_family(summary, "ttst", distribution(ttst))
@@ -196,11 +204,12 @@ def request_records(collector: Collector) -> list[dict[str, Any]]:
             "preemptions": r.preemptions,
         }
         if done:
+            assert r.first_token_ms is not None and r.last_token_ms is not None  # it emitted its tokens
             ttft = r.first_token_ms - r.arrival_ms
             e2e = r.last_token_ms - r.arrival_ms
             row.update(
                 ttft_ms=ttft,
-                ttst_ms=None if r.second_token_ms is None else r.second_token_ms - r.first_token_ms,
+                ttst_ms=ttst_ms(r),
                 e2e_latency_ms=e2e,
                 itl_ms=(e2e - ttft) / (r.generated - 1) if r.generated > 1 else None,
             )

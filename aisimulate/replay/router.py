@@ -1,21 +1,32 @@
-"""Routing an arriving request to a scheduler rank. A router returns a decision; the loop applies it."""
+"""Routing an arriving request to a scheduler rank. A router returns a decision; the loop applies it.
+
+Every router mode is one entry of :data:`ROUTERS`; each router declares what of its ranks' state it
+reads, and the pool decides from that how its ranks may run (see ``Router.reads_pass_state``).
+"""
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import count
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_events import Clock
+from aisimulate.replay.kv_router import KvRouter
 from aisimulate.replay.plan import RouterSpec
 from aisimulate.replay.request import Request
 
 
 class Router(Protocol):
+    # Whether routing reads state a pass changes (KV occupancy): then the pool's ranks step pass
+    # by pass, since a decode stretch books its passes' blocks only when it ends.
+    reads_pass_state: bool
+    # Whether routing reads which blocks the ranks have cached: then a stretch never evicts.
+    reads_cached_blocks: bool
+
     def route(self, request: Request, ranks: Sequence[Rank]) -> int:
         """Index into ``ranks`` of the rank that gets ``request``."""
         ...
@@ -34,6 +45,19 @@ class Router(Protocol):
 
 
 class _Stateless:
+    reads_pass_state = False
+    reads_cached_blocks = False
+
+    def __init__(
+        self,
+        spec: RouterSpec,
+        rng: np.random.Generator,
+        *,
+        decode_pool: bool = False,
+        clock: Clock | None = None,
+    ) -> None:
+        del spec, rng, decode_pool, clock
+
     def release(self, request: Request) -> None:
         del request
 
@@ -46,7 +70,8 @@ class _Stateless:
 
 
 class RoundRobin(_Stateless):
-    def __init__(self) -> None:
+    def __init__(self, spec: RouterSpec, rng: np.random.Generator, **kw: Any) -> None:
+        super().__init__(spec, rng, **kw)
         self._next = 0
 
     def route(self, request: Request, ranks: Sequence[Rank]) -> int:
@@ -56,7 +81,8 @@ class RoundRobin(_Stateless):
 
 
 class RandomRouter(_Stateless):
-    def __init__(self, rng: np.random.Generator) -> None:
+    def __init__(self, spec: RouterSpec, rng: np.random.Generator, **kw: Any) -> None:
+        super().__init__(spec, rng, **kw)
         self._rng = rng
 
     def route(self, request: Request, ranks: Sequence[Rank]) -> int:
@@ -65,6 +91,8 @@ class RandomRouter(_Stateless):
 
 class LeastLoaded(_Stateless):
     """Fewest active KV blocks, then fewest running and waiting requests, then lowest index."""
+
+    reads_pass_state = True
 
     def route(self, request: Request, ranks: Sequence[Rank]) -> int:
         return min(
@@ -106,12 +134,13 @@ def make_router(
     clock: Clock | None = None,
 ) -> Router:
     """A pool's router, before any rank has joined (see ``Router.attach``)."""
-    if spec.mode == "kv_router":
-        from aisimulate.replay.kv_router import KvRouter
+    return ROUTERS[spec.mode](spec, rng, decode_pool=decode_pool, clock=clock)
 
-        return KvRouter(spec, rng, decode_pool=decode_pool, clock=clock)
-    if spec.mode == "random":
-        return RandomRouter(rng)
-    if spec.mode == "least_loaded":
-        return LeastLoaded()
-    return RoundRobin()
+
+# Each router mode (``RouterSpec.mode``) and what builds its router.
+ROUTERS: dict[str, Callable[..., Router]] = {
+    "round_robin": RoundRobin,
+    "random": RandomRouter,
+    "least_loaded": LeastLoaded,
+    "kv_router": KvRouter,
+}

@@ -14,9 +14,10 @@ Each pass is either an *extend* pass or a *decode* pass, never mixed:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aisimulate.replay.engine import Rank, chunk_totals
+from aisimulate.replay.plan import EngineSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import ceil_div
 
@@ -27,9 +28,8 @@ LPM_MAX_WAITING = 128  # SGLang skips longest-prefix ordering for longer queues
 
 
 class SglangRank(Rank):
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.exact = bool(kwargs.get("exact", False))  # decoding never competes for a token budget
         opts = self.spec.sglang
         self.ratio_init = 0.7 * opts.schedule_conservativeness
         self.ratio_min = 0.14 * self.ratio_init
@@ -37,22 +37,15 @@ class SglangRank(Rank):
         self.new_token_ratio = self.ratio_init
         self._extending = False
 
-    # ---- bookkeeping hooks ---------------------------------------------------------------
-    def _generated(self, r: Request) -> int:
-        if self.exact:
-            return r.generated
-        return r.dec_gen0 + self.ledger.done(r, self.pass_idx - r.dec_pass0)
+    @staticmethod
+    def decodes_exactly(spec: EngineSpec, *, exact: bool) -> bool:
+        del spec  # a decode pass steps every running request: it never competes for a token budget
+        return exact
 
+    # ---- bookkeeping hooks ---------------------------------------------------------------
     def _promised_output(self) -> float:
         """Output room promised to running requests: sum of min(remaining, clip)."""
-        clip = self.spec.sglang.clip_max_new_tokens
-        if self.exact:
-            remaining = [r.max_output - r.generated for r in self.decoders.values()]
-            return float(sum(min(x, clip) for x in remaining))
-        total = self.ledger.outputs_left(self.pass_idx)
-        if total > clip:  # some request may exceed the clip: correct for those
-            total -= sum(max(0, r.max_output - self._generated(r) - clip) for r in self.decoders.values())
-        return float(total)
+        return self.decoding.outputs_left(self, self.spec.sglang.clip_max_new_tokens)
 
     def _head_could_start(self) -> bool:
         return bool(self.waiting)
@@ -86,23 +79,15 @@ class SglangRank(Rank):
             return 0.0
         p = self.pass_idx
         self._retract_for(p)
-        if self.exact:
-            _, d, d_ctx = self._decode_exact(p, len(self.decoders))
-        else:
-            _, d, d_ctx = self._decode_fast(p, len(self.decoders))
+        _, d, d_ctx = self.decoding.schedule(self, p, len(self.decoders))
         self._note_peak()
-        return self._price(0, 0, 0, 0.0, d, d_ctx, min(d_ctx, self.capacity_tokens))
-
-    def _decode_need(self, p: int) -> int:
-        if self.exact:
-            bs, step = self.block_size, self._step_tokens
-            return sum(ceil_div(r.num_computed + step(r), bs) - r.n_blocks for r in self.decoders.values())
-        return self.ledger.blocks(p)
+        return self._price(0, 0, 0.0, 0, d, d_ctx, min(d_ctx, self.capacity_tokens))
 
     def _retract_for(self, p: int) -> None:
         """Retract fewest-output requests until one more token each fits."""
-        while len(self.decoders) > 1 and self._decode_need(p) > self.pool.available():
-            victim = min(self.decoders.values(), key=lambda r: (self._generated(r), -r.admit_seq))
+        decoding = self.decoding
+        while len(self.decoders) > 1 and decoding.step_blocks(self, p) > self.pool.available():
+            victim = min(self.decoders.values(), key=lambda r: (decoding.generated(self, r), -r.admit_seq))
             self._preempt(victim, p)
             self.new_token_ratio = self.ratio_init
 

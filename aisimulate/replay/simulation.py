@@ -1,10 +1,11 @@
 """The event loop: arrivals, worker passes and completions on one virtual millisecond clock.
 
-At each instant the loop settles the state in a fixed order, as the reference replay does:
-passes that end now publish their tokens and completions; requests that arrive now (or become
-ready: a session's next turn, or a closed-loop slot freed) are routed and queued; then every
-idle worker with work starts its next pass. A worker's attention-DP ranks step in lock-step:
-a pass lasts as long as its slowest rank.
+At each instant the loop settles the state in one declared order (:data:`SETTLE_ORDER`), as the
+reference replay does: passes that end now publish their tokens and completions; KV that arrives
+now joins its decode worker; requests that arrive now (or become ready: a session's next turn, or
+a closed-loop slot freed) are routed and queued; workers that finished starting serve; the
+planner ticks. Only then does every idle worker with work start its next pass. A worker's
+attention-DP ranks step in lock-step: a pass lasts as long as its slowest rank.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import gc
 import heapq
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,35 @@ from aisimulate.replay.workers import Pool, ResolvedEngine, Worker, build_pool, 
 from aisimulate.workload.loader import Workload
 from aisimulate.workload.request import RequestSpec, Session
 
-_PASS_END, _TRANSFER, _READY, _LINK, _STARTED, _TICK, _FRONTEND = 0, 1, 2, 3, 4, 5, 6
+# How an instant settles, in order: each phase is (name, whether it settles heap events). An
+# event phase handles the heap's events of its kind, ``_on_<name>(payload, now)``; a step phase
+# runs ``_settle_<name>(now)`` every time the instant settles. An event's kind is its phase's
+# position, so the heap pops same-instant events in this order too; an event that a later phase
+# creates for an earlier one at the same instant sends the settling back to that phase.
+SETTLE_ORDER: tuple[tuple[str, bool], ...] = (
+    ("pass_end", True),  # (worker, version): a pass or stretch ended; its tokens and completions
+    ("held", False),  # admission control lets held requests through while capacity allows
+    ("transfer", True),  # (request, prefill copy, source rank, decode rank): prompt KV arrived
+    ("link", True),  # (link, version, rank): a host-offload copy finished
+    ("ready", True),  # (turn, session): a session's next turn is due
+    ("arrivals", False),  # open loop: sessions due now; closed loop: fill free slots
+    ("frontend", True),  # request: it reaches the entry router after the frontend latency
+    ("started", True),  # (pool, worker): a new worker finished starting
+    ("tick", True),  # None: the planner's tick
+)
+_KIND = {name: kind for kind, (name, _) in enumerate(SETTLE_ORDER)}
+_PASS_END, _TRANSFER, _LINK, _READY = _KIND["pass_end"], _KIND["transfer"], _KIND["link"], _KIND["ready"]
+_FRONTEND, _STARTED, _TICK = _KIND["frontend"], _KIND["started"], _KIND["tick"]
+
+
+def settle_phases(cls: type[Simulation]) -> tuple[tuple[int, bool, Callable[..., None]], ...]:
+    """(kind, settles events, handler) of each phase of :data:`SETTLE_ORDER`. The handlers are
+    the class's plain functions: bound methods kept on a simulation would make it a reference
+    cycle."""
+    return tuple(
+        (kind, event, getattr(cls, f"_on_{name}" if event else f"_settle_{name}"))
+        for kind, (name, event) in enumerate(SETTLE_ORDER)
+    )
 
 
 class Simulation:
@@ -100,6 +129,7 @@ class Simulation:
         self._tokens_at_sample = 0
         self.planner: Planner | None = None
         self.lifecycle = Lifecycle(pools=self.pools)
+        self._phases = settle_phases(type(self))
         if plan.planner is not None:
             self._start_planner(plan, engines)
 
@@ -186,7 +216,7 @@ class Simulation:
         pool.activate(worker)
         self.workers.append(worker)
         if pool is self.entry and self.held:
-            self._release_held(now)
+            self._settle_held(now)
 
     def _started(self, pool: Pool, worker: Worker, now: float) -> None:
         if self.lifecycle.starting.pop(id(worker), None) is None:
@@ -235,7 +265,7 @@ class Simulation:
             return
         self._dispatch(r, now)
 
-    def _release_held(self, now: float) -> None:
+    def _settle_held(self, now: float) -> None:
         """Admission control: route held requests while the router lets them through."""
         pool = self.entry
         while self.held and not pool.router.should_hold(pool.ranks):
@@ -342,7 +372,7 @@ class Simulation:
     def _push(self, at: float, kind: int, payload: Any) -> None:
         heapq.heappush(self.heap, (at, kind, next(self._seq), payload))
 
-    def _release_arrivals(self, now: float) -> None:
+    def _settle_arrivals(self, now: float) -> None:
         """Open loop: sessions whose first turn is due. Closed loop: fill free slots."""
         if not self.closed:
             while (session := self._next_session()) is not None and session.arrival_ms <= now:
@@ -381,46 +411,21 @@ class Simulation:
     def _drain(self, now: float) -> None:
         self.clock.now_ms = now
         heap = self.heap
+        phases = self._phases
+        last = len(phases)
         stalled: set[int] = set()
         while True:
-            while heap and heap[0][0] <= now and heap[0][1] == _PASS_END:
-                _, _, _, (worker, version) = heapq.heappop(heap)
-                if version != worker.version:
-                    continue  # a stretch that was cut short
-                for r in worker.end(now):
-                    if worker.ranks[0].role == "prefill":
-                        self._handoff(r, self._rank_of(worker, r), now)
-                    else:
-                        self._complete(r, now)
-                if worker.ranks[0].role == "decode":
-                    for rank in worker.ranks:
-                        self._reserve(rank, now)
-                if self.lifecycle.draining and id(worker) in self.lifecycle.draining:
-                    self._retire_if_idle(worker, now)
-            if self.held:
-                self._release_held(now)
-            while heap and heap[0][0] <= now and heap[0][1] == _TRANSFER:
-                _, _, _, (r, prefilled, source, rank) = heapq.heappop(heap)
-                self._arrive_decode(r, prefilled, source, rank, now)
-            while heap and heap[0][0] <= now and heap[0][1] == _LINK:
-                _, _, _, (link, version, rank) = heapq.heappop(heap)
-                if version == link.version:
-                    self._link_done(link, rank, now)
-            while heap and heap[0][0] <= now and heap[0][1] == _READY:
-                _, _, _, (spec, session) = heapq.heappop(heap)
-                if self.closed:
-                    self.ready.append((spec, session))
+            i = 0
+            while i < last:
+                kind, event, handle = phases[i]
+                if event:
+                    while heap and heap[0][0] <= now and heap[0][1] == kind:
+                        handle(self, heapq.heappop(heap)[3], now)
                 else:
-                    self._arrive(spec, now, session)
-            self._release_arrivals(now)
-            while heap and heap[0][0] <= now and heap[0][1] == _FRONTEND:
-                self._enter(heapq.heappop(heap)[3], now)
-            while heap and heap[0][0] <= now and heap[0][1] == _STARTED:
-                _, _, _, (pool, worker) = heapq.heappop(heap)
-                self._started(pool, worker, now)
-            while heap and heap[0][0] <= now and heap[0][1] == _TICK:
-                heapq.heappop(heap)
-                self._tick(now)
+                    handle(self, now)
+                i += 1
+                if heap and heap[0][0] <= now and heap[0][1] < i:
+                    i = heap[0][1]  # an earlier phase's event, created at this instant
             if self.timeline is not None:
                 self._sample(now)
             started_instant = False
@@ -449,6 +454,45 @@ class Simulation:
                 started_instant |= end <= now
             if not started_instant and not (heap and heap[0][0] <= now):
                 return
+
+    # ---- the phases of an instant (SETTLE_ORDER) ------------------------------------------
+    def _on_pass_end(self, payload: tuple[Worker, int], now: float) -> None:
+        worker, version = payload
+        if version != worker.version:
+            return  # a stretch that was cut short
+        for r in worker.end(now):
+            if worker.ranks[0].role == "prefill":
+                self._handoff(r, self._rank_of(worker, r), now)
+            else:
+                self._complete(r, now)
+        if worker.ranks[0].role == "decode":
+            for rank in worker.ranks:
+                self._reserve(rank, now)
+        if self.lifecycle.draining and id(worker) in self.lifecycle.draining:
+            self._retire_if_idle(worker, now)
+
+    def _on_transfer(self, payload: tuple[Request, Request, Rank, Rank], now: float) -> None:
+        self._arrive_decode(*payload, now)
+
+    def _on_link(self, payload: tuple[SharedLink, int, Rank], now: float) -> None:
+        link, version, rank = payload
+        if version == link.version:
+            self._link_done(link, rank, now)
+
+    def _on_ready(self, payload: tuple[RequestSpec, Session], now: float) -> None:
+        if self.closed:
+            self.ready.append(payload)
+        else:
+            self._arrive(payload[0], now, payload[1])
+
+    def _on_frontend(self, r: Request, now: float) -> None:
+        self._enter(r, now)
+
+    def _on_started(self, payload: tuple[Pool, Worker], now: float) -> None:
+        self._started(*payload, now)
+
+    def _on_tick(self, _: None, now: float) -> None:
+        self._tick(now)
 
     # ---- host offload --------------------------------------------------------------------
     def _schedule_link(self, link: SharedLink, rank: Rank) -> None:

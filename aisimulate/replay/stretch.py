@@ -12,12 +12,24 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from aisimulate.perf.model import PassRecord
+
 if TYPE_CHECKING:
+    from collections import deque
+
+    from aisimulate.perf.model import PerfModel
+    from aisimulate.replay.decoding import DecodeStrategy
+    from aisimulate.replay.engine import Rank
+    from aisimulate.replay.kv_cache import BlockPool
+    from aisimulate.replay.ledger import BurstSampler, Ledger
+    from aisimulate.replay.metrics import Collector
+    from aisimulate.replay.plan import EngineSpec
     from aisimulate.replay.request import Request
+    from aisimulate.replay.scheduler import AdmissionPolicy
 
 # Runs up to this many passes are priced one scalar call per pass: numpy's per-call overhead
 # outweighs the arithmetic there. Even a single decode-only pass is cheaper as a stretch than
@@ -26,14 +38,53 @@ SCALAR_STRETCH_PASSES = 16
 
 
 class DecodeStretches:
-    """Mixed into ``Rank``; relies on its decode aggregates and pool."""
+    """Mixed into ``Rank``: the rank's state and methods it uses are declared below."""
+
+    spec: EngineSpec
+    policy: AdmissionPolicy
+    perf: PerfModel
+    collector: Collector
+    pool: BlockPool
+    unit: int
+    tokens_per_step: float
+    capacity_tokens: int
+    stretch_keeps_cache: bool
+    decoding: DecodeStrategy
+    ledger: Ledger
+    _bursts: BurstSampler | None
+    waiting: deque[Request]
+    materialized: deque[Request]
+    prefilling: list[Request]
+    decoders: dict[int, Request]
+    pass_idx: int
+    pass_end_ms: array[float]
+    finish_at: dict[int, list[Request]]
+    _finish_heap: list[int]
+    dec_ctx: int
+    reserved_blocks: int
+    last_pass: PassRecord | None
+    _stretch_start_ms: float
+    _last_start_ms: float
+    _last_end_ms: float
+
+    if TYPE_CHECKING:
+
+        @property
+        def num_running(self) -> int: ...
+        def _prefix_hit(self, r: Request) -> tuple[int, int, int]: ...
+        def _promote_for_stretch(self, p: int) -> bool: ...
+        def _note_peak(self) -> None: ...
+        def _decoder_gaps(self, end_ms: float, d: int) -> None: ...
+        def _count_bursts(self, steps: int, tokens: int) -> None: ...
+        def _finish_decoders(self, p: int, finished: list[Request]) -> None: ...
+        def _retire(self, finished: list[Request], end_ms: float) -> list[Request]: ...
 
     def _head_could_start(self) -> bool:
         """Whether a decode-only pass now could admit the waiting head (conservatively)."""
         if not self.waiting or self.num_running >= self.spec.max_num_seqs:
             return False
         r = self.waiting[0]
-        return self.policy.admissible(self, r, self._prefix_hit(r)[1] * self.unit)
+        return self.policy.admissible(cast("Rank", self), r, self._prefix_hit(r)[1] * self.unit)
 
     def plan_stretch(
         self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")
@@ -43,7 +94,7 @@ class DecodeStretches:
         arrival, which may cut the run); passes ending after ``until_ms`` (a timeline sample)
         are left out. None when the next pass must be stepped. Nothing changes until
         :meth:`commit_stretch`."""
-        if self.exact:
+        if not self.decoding.plans_stretches:
             return None
         # Arrived KV joins the first pass either way; admitting it here lets the run of
         # decode-only passes start with it.
@@ -70,8 +121,8 @@ class DecodeStretches:
         d, p = len(self.decoders), self.pass_idx
         horizon_ms = min(horizon_ms, until_ms)
         if horizon_ms != float("inf"):
-            ctx = self.dec_ctx + self.ledger.tokens(p)
-            first = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)(ctx)
+            first_ctx = self.dec_ctx + self.ledger.tokens(p)
+            first = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)(first_ctx)
             passes = min(passes, int((horizon_ms - now_ms) / first) + 2)  # passes only grow longer
         ctx = self.ledger.contexts(self.dec_ctx, p, passes)  # the batch's, after each pass
         times = self.perf.decode_times_ms(d, self.tokens_per_step, self.capacity_tokens, ctx)
@@ -122,7 +173,7 @@ class DecodeStretches:
             self.pass_end_ms.extend(ends[1:])
         last_start = ends[-2] if k > 1 else self._stretch_start_ms
         self._last_start_ms, self._last_end_ms = last_start, last
-        self.last_pass = (0, 0, d, self.dec_ctx + tokens, last - last_start)
+        self.last_pass = PassRecord(0, 0, d, self.dec_ctx + tokens, last - last_start)
         self.dec_ctx += tokens
         self.pass_idx += k
         finished: list[Request] = []

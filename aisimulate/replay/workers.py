@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from aisimulate.catalog import get_model, get_system
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.errors import InfeasibleError
 from aisimulate.perf.aic import AicPerfModel
 from aisimulate.perf.memory import estimate_memory
@@ -25,6 +26,9 @@ from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import Router, make_router
 from aisimulate.replay.sglang import SglangRank
+
+# The rank that runs each pass shape a backend profile names.
+RANK_CLASSES: dict[str, type[Rank]] = {"mixed": Rank, "extend_or_decode": SglangRank}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,7 +196,7 @@ class Pool:
     def new_worker(self) -> Worker:
         """Build the pool's next worker (not yet routable: see :meth:`activate`)."""
         spec, engine = self.engine.spec, self.engine
-        cls = SglangRank if engine.backend == "sglang" else Rank
+        cls = RANK_CLASSES[backend_profile(engine.backend).passes]
         ranks = [
             cls(
                 spec,
@@ -211,12 +215,12 @@ class Pool:
         ]
         self.created += 1
         for rank in ranks:
-            rank.stretch_keeps_cache = self.router_spec.mode == "kv_router"
+            rank.stretch_keeps_cache = self.router.reads_cached_blocks
             rank.async_admission = engine.async_scheduling
             if spec.num_g2_blocks is not None:
                 rank.tiers = host_tiers(spec, engine, self.unit, rank.pool)
                 self.collector.tiers_enabled = True
-        worker = Worker(ranks, stretches=not self.exact and stretch_safe(self.router_spec))
+        worker = Worker(ranks, stretches=not self.exact and not self.router.reads_pass_state)
         for rank in ranks:
             self.worker_of[id(rank)] = worker
         self.router.attach(ranks)
@@ -246,15 +250,6 @@ def host_tiers(spec: EngineSpec, engine: ResolvedEngine, unit: int, g1: BlockPoo
         g3_to_g2_gbps=spec.bandwidth_g3_to_g2_gbps,
         offload_batch_size=spec.offload_batch_size,
     )
-
-
-def stretch_safe(router: RouterSpec) -> bool:
-    """Whether the router can route while workers run decode-only stretches: it must not read
-    per-pass KV occupancy (least_loaded, a busy threshold on active blocks). The KV router reads
-    which blocks are cached, so its pools' stretches never evict."""
-    if router.mode == "least_loaded":
-        return False
-    return router.mode != "kv_router" or router.active_decode_blocks_threshold is None
 
 
 def build_pool(

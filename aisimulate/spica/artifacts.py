@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
+from aisimulate.catalog.backends import backend_profile
+
 IMAGE_PLACEHOLDER = "<dynamo-runtime-image>"
-_DYNAMO_MODULES = {"vllm": "dynamo.vllm", "sglang": "dynamo.sglang", "trtllm": "dynamo.trtllm"}
-_SERVICE_PREFIX = {"vllm": "Vllm", "sglang": "Sglang", "trtllm": "Trtllm"}
 
 
 def roles(sample: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -94,19 +94,13 @@ def _trtllm(sample: Mapping[str, Any], role: str, prefix: str) -> list[str]:
     return args
 
 
-_ENGINE_ARGS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
-_LAUNCHERS = {
-    "vllm": ["vllm", "serve"],
-    "sglang": ["python", "-m", "sglang.launch_server", "--model-path"],
-    "trtllm": ["trtllm-serve"],
-}
+ENGINE_ARGS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}  # one per backend profile
 
 
 def engine_args(sample: Mapping[str, Any], role: str, prefix: str) -> list[str]:
-    args = _ENGINE_ARGS[sample["backend"]](sample, role, prefix)
+    args = ENGINE_ARGS[sample["backend"]](sample, role, prefix)
     if sample.get("context_length"):
-        name = {"vllm": "--max-model-len", "sglang": "--context-length", "trtllm": "--max_seq_len"}
-        args += [name[sample["backend"]], str(sample["context_length"])]
+        args += [backend_profile(sample["backend"]).context_length_flag, str(sample["context_length"])]
     return args
 
 
@@ -119,14 +113,15 @@ def launch_commands(sample: Mapping[str, Any]) -> str:
     for role, prefix in roles(sample):
         replicas = sample[f"{prefix}replicas"]
         lines.append(f"# {role}: {replicas} replica(s) of {gpus_per_engine(sample, prefix)} GPU(s) each")
-        command = [*_LAUNCHERS[sample["backend"]], sample["model_name"], *engine_args(sample, role, prefix)]
+        launcher = backend_profile(sample["backend"]).launch_command
+        command = [*launcher, sample["model_name"], *engine_args(sample, role, prefix)]
         lines.append(" ".join(command))
     return "\n".join(lines) + "\n"
 
 
 def dynamo_graph_deployment(sample: Mapping[str, Any], name: str) -> str:
     """A ``DynamoGraphDeployment`` manifest: a frontend plus one worker service per role."""
-    backend = sample["backend"]
+    profile = backend_profile(sample["backend"])
     frontend_args = ["--router-mode", "kv"] if sample.get("router_mode") == "kv_router" else []
     services: dict[str, Any] = {
         "Frontend": {
@@ -142,10 +137,10 @@ def dynamo_graph_deployment(sample: Mapping[str, Any], name: str) -> str:
         }
     }
     for role, prefix in roles(sample):
-        service = _SERVICE_PREFIX[backend] + ("" if role == "agg" else role.title()) + "Worker"
+        service = profile.service_prefix + ("" if role == "agg" else role.title()) + "Worker"
         args = ["--model", sample["model_name"], *engine_args(sample, role, prefix)]
-        if backend == "vllm" and role == "prefill":
-            args.append("--is-prefill-worker")
+        if role == "prefill" and profile.prefill_worker_flag:
+            args.append(profile.prefill_worker_flag)
         spec: dict[str, Any] = {"componentType": "worker"}
         if role != "agg":
             spec["subComponentType"] = role
@@ -156,7 +151,7 @@ def dynamo_graph_deployment(sample: Mapping[str, Any], name: str) -> str:
             extraPodSpec={
                 "mainContainer": {
                     "image": IMAGE_PLACEHOLDER,
-                    "command": ["python3", "-m", _DYNAMO_MODULES[backend]],
+                    "command": ["python3", "-m", profile.dynamo_module],
                     "args": args,
                 }
             },

@@ -74,10 +74,6 @@ class SyntheticWorkload(BaseModel):
     def mean_isl(self) -> float:
         return mean_length(self.isl)
 
-    @property
-    def mean_osl(self) -> float:
-        return mean_length(self.osl)
-
     def hash_block_tokens(self, block_size: int) -> int:
         """Tokens per hash id: synthetic prompts are named per engine block."""
         return block_size

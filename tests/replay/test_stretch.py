@@ -57,7 +57,7 @@ def test_a_speculative_run_advances_by_its_bursts():
     # Every draft accepted: each step emits 3 tokens, the last one what is left. The request
     # with 10 outputs has 9 left after its prompt pass: 3 steps, the third of which finishes it.
     rank, start = decoding_rank(100, 10, 30, nextn=2, nextn_accept_rates=[1.0, 1.0])
-    assert not rank.exact
+    assert rank.decoding.plans_stretches
     ends = rank.plan_stretch(start)
     expected, at = [], start
     for k in range(1, 4):

@@ -1,0 +1,103 @@
+"""Serving backends: one profile per engine, read by every layer that differs by backend.
+
+The memory rule and KV dtype default (catalog, perf), the kernel fits and whether the engine has
+vLLM's asynchronous-scheduling switch (perf), the scheduler the replay runs (replay), and the
+launch command and flags of a deployment (spica) all come from :data:`BACKEND_PROFILES`. Adding a
+backend is one entry here, plus, in the layers whose behaviour is code, the entries its profile
+names (an admission policy, engine arguments); tests check that every such table matches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from aisimulate.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BackendProfile:
+    name: str
+    # KV budget per GPU: "of_total" = capacity x utilisation - non-KV memory (vLLM, SGLang);
+    # "of_free" = (capacity - non-KV memory) x the free-memory fraction (TRT-LLM).
+    kv_budget: Literal["of_total", "of_free"]
+    # kv_cache_dtype auto: the model's activation dtype, or the checkpoint's declared KV
+    # quantisation when it has one (TRT-LLM follows ModelOpt's kv_cache_quant_algo).
+    auto_kv_dtype: Literal["activation", "checkpoint"]
+    # The engine whose measured kernels price this one's (SGLang runs vLLM-like kernels).
+    kernel_backend: str
+    # Whether the engine has vLLM's --async-scheduling switch (on unless turned off). The
+    # others' overlap schedulers are part of their fitted per-pass overhead.
+    async_switch: bool
+    # The replay's admission policy (``replay.scheduler.POLICIES``) and pass shape: "mixed"
+    # passes decode and prefill together (vLLM, TRT-LLM); "extend_or_decode" passes do one or the
+    # other (SGLang).
+    admission: str
+    passes: Literal["mixed", "extend_or_decode"]
+    # Launching it: the standalone command before the model, Dynamo's worker module and service
+    # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
+    launch_command: tuple[str, ...]
+    dynamo_module: str
+    service_prefix: str
+    context_length_flag: str
+    prefill_worker_flag: str | None = None
+
+
+BACKEND_PROFILES: dict[str, BackendProfile] = {
+    "vllm": BackendProfile(
+        name="vllm",
+        kv_budget="of_total",
+        auto_kv_dtype="activation",
+        kernel_backend="vllm",
+        async_switch=True,
+        admission="vllm",
+        passes="mixed",
+        launch_command=("vllm", "serve"),
+        dynamo_module="dynamo.vllm",
+        service_prefix="Vllm",
+        context_length_flag="--max-model-len",
+        prefill_worker_flag="--is-prefill-worker",
+    ),
+    "sglang": BackendProfile(
+        name="sglang",
+        kv_budget="of_total",
+        auto_kv_dtype="activation",
+        kernel_backend="vllm",
+        async_switch=False,
+        admission="sglang",
+        passes="extend_or_decode",
+        launch_command=("python", "-m", "sglang.launch_server", "--model-path"),
+        dynamo_module="dynamo.sglang",
+        service_prefix="Sglang",
+        context_length_flag="--context-length",
+    ),
+    "trtllm": BackendProfile(
+        name="trtllm",
+        kv_budget="of_free",
+        auto_kv_dtype="checkpoint",
+        kernel_backend="trtllm",
+        async_switch=False,
+        admission="trtllm",
+        passes="mixed",
+        launch_command=("trtllm-serve",),
+        dynamo_module="dynamo.trtllm",
+        service_prefix="Trtllm",
+        context_length_flag="--max_seq_len",
+    ),
+}
+BACKENDS: tuple[str, ...] = tuple(BACKEND_PROFILES)
+
+# The backend names as a type (pydantic validates fields against it); built from the registry,
+# so a type checker sees a plain string.
+if TYPE_CHECKING:
+    Backend = str
+else:
+    Backend = Literal[BACKENDS]
+
+
+def backend_profile(backend: str, *, where: str = "backend") -> BackendProfile:
+    """The profile of ``backend``; an unknown name is the user's mistake, said in one line."""
+    profile = BACKEND_PROFILES.get(backend)
+    if profile is None:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, but got {backend!r}", where=where)
+    return profile
