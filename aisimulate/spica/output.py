@@ -221,7 +221,7 @@ class SearchProgress:
 
     def __init__(self, config: SmartSearchConfig, branches: int, console: Console) -> None:
         self._goal = config.goal
-        self._total = branches * config.sweep.max_rounds * config.sweep.round_quota
+        self._total = branches * config.sweep.max_rounds * config.sweep.candidates_per_round
         self._feasible: list[TrialRecord] = []
         self._progress = Progress(
             TextColumn("spica"),

@@ -139,7 +139,8 @@ class _Search:
 
     def branch(self, branch: Branch, storage: optuna.storages.BaseStorage | str, executor: Executor) -> None:
         sweep = self.config.sweep
-        quota, cap = sweep.round_quota, ASK_CAP_PER_QUOTA * sweep.round_quota
+        quota = sweep.candidates_per_round
+        cap = ASK_CAP_PER_QUOTA * quota
         study = optuna.create_study(
             storage=storage,
             study_name=study_name(branch),
