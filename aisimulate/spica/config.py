@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BeforeValidator,
@@ -68,6 +69,8 @@ Objective = Literal[
     "cost_per_million_tokens",
 ]
 Target = Literal[Objective, "pareto"]
+# The reference's enum of targets, for code written against it; a member validates as its value.
+OptimizationTarget = StrEnum("OptimizationTarget", {name.upper(): name for name in get_args(Target)})
 Sampler = Literal["auto", "tpe", "nsgaii", "random"]
 PerfProvider = Literal["analytic", "aic", "auto", "polynomial"]
 

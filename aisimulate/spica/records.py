@@ -62,6 +62,21 @@ class TrialRecord:
             wall_s=evaluation.wall_s,
         )
 
+    # The reference returned candidates with these three names; a TrialRecord answers to them.
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The flat sample (the reference's ``Candidate.config``); empty if it was never built."""
+        return self.sample or {}
+
+    @property
+    def used_gpus(self) -> int:
+        return int(self.config.get("used_gpus", 0))
+
+    @property
+    def metrics(self) -> Mapping[str, Any]:
+        """The replay report's summary (the reference's ``Candidate.metrics``); empty without one."""
+        return self.summary or {}
+
     def evaluation(self) -> Evaluation:
         return Evaluation(
             status=self.status,

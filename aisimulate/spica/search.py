@@ -100,14 +100,15 @@ def study_name(branch: Branch) -> str:
 def run_smart_search(
     config: SmartSearchConfig,
     *,
-    evaluator: Evaluator = evaluate,
+    evaluator: Evaluator | None = None,
     output_dir: Path | None = None,
     resume: bool = False,
     on_trial: Callable[[TrialRecord], None] | None = None,
 ) -> SearchResult:
-    """Search every branch and merge by goal. With ``output_dir`` the journal and the study are
-    kept there (the study in ``sweep.storage`` when set) and ``resume`` continues them; without
-    it everything stays in memory."""
+    """Search every branch and merge by goal. ``evaluator`` (None: ``evaluate``, the replay) is a
+    top-level function ``(config, sample) -> Evaluation``. With ``output_dir`` the journal and the
+    study are kept there (the study in ``sweep.storage`` when set) and ``resume`` continues them;
+    without it everything stays in memory. The result iterates over its ``best`` records."""
     started = time.perf_counter()
     plan = enumerate_branches(config)
     check_perf_provider(config, plan)
@@ -117,7 +118,7 @@ def run_smart_search(
     journal = Journal(output_dir / JOURNAL) if output_dir is not None else None
     storage = _storage(config, output_dir, plan, resume)
     search = _Search(config, journal, on_trial, forecasters)
-    executor = make_executor(config, evaluator)
+    executor = make_executor(config, evaluator or evaluate)
     try:
         outcomes = tuple(search.branch(branch, storage, executor) for branch in plan.branches)
     finally:
