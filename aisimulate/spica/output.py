@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +105,26 @@ def results_json(result: SearchResult, config: SmartSearchConfig) -> dict[str, A
             for r in result.best
         ],
         "tallies": dict(result.tallies),
+        "branches": [asdict(outcome) for outcome in result.branches],
+        "notes": notes(result),
         history: list(result.progress_by_round),
         "load_predictor": result.forecasters.to_json(),
         "config": config.model_dump(mode="json"),
     }
+
+
+def notes(result: SearchResult) -> list[str]:
+    """What the search left out before its first ask: skipped modes and unusable planner policies."""
+    dropped = result.plan.dropped_policies
+    if not dropped:
+        return list(result.plan.warnings)
+    names = ", ".join(
+        p if isinstance(p, str) else json.dumps(p.model_dump(), sort_keys=True) for p in dropped
+    )
+    return [
+        *result.plan.warnings,
+        f"planner_scaling_policy entries the goal cannot use (not searched): {names}",
+    ]
 
 
 def strict_json(value: Any) -> Any:

@@ -27,6 +27,7 @@ from aisimulate.spica.output import (
     RESULTS_CSV,
     RESULTS_JSON,
     deploy_folder,
+    notes,
     result_table,
     spelled_out,
 )
@@ -171,6 +172,7 @@ def render(result: SearchResult, config: SmartSearchConfig, output_dir: Path) ->
     parts: list[RenderableType] = [Text(summary_line(result, output_dir), style="bold")]
     if result.branches:
         parts.append(_branches(result))
+    parts.extend(Text(f"note: {note}") for note in notes(result))
     groups = reason_groups(result.records)
     if groups:
         parts.append(_reasons(groups))

@@ -60,7 +60,16 @@ def test_a_search_writes_its_files_and_prints_the_table(tmp_path, capsys):
     assert "best of" in captured.out and "agg vllm" in captured.out
     out = tmp_path / "out"
     results = json.loads((out / "results.json").read_text())
-    assert set(results) == {"goal", "best", "tallies", "best_value_by_round", "load_predictor", "config"}
+    assert set(results) == {
+        "goal",
+        "best",
+        "tallies",
+        "branches",
+        "notes",
+        "best_value_by_round",
+        "load_predictor",
+        "config",
+    }
     assert results["load_predictor"]["reason"] == "no_throughput_scaling_candidate"
     assert results["best"][0]["sample"]["deployment_mode"] == "agg" and results["best"][0]["summary"]
     journal = (out / "trials.jsonl").read_text().splitlines()
@@ -164,6 +173,7 @@ def test_the_report_explains_the_run(tmp_path, capsys, monkeypatch):
     no_room_for_big_batches(monkeypatch)
     longer = json.loads(json.dumps(TINY))
     longer["search_space"]["agg_max_num_batched_tokens"] = [8192]
+    longer["search_space"]["planner_scaling_policy"] = ["disabled", "throughput_180_5"]  # no SLA: dropped
     longer["sweep"]["max_rounds"] = 6  # 5 layouts x 2 batch sizes: the space runs out by round 6
     assert run(tmp_path, longer) == 0
     out = capsys.readouterr().out
@@ -179,8 +189,18 @@ def test_the_report_explains_the_run(tmp_path, capsys, monkeypatch):
         r"on \d GPU\(s\) \(agg trial \d+\)",
         out,
     )
-    # the branch stopped early, and why
+    # the branch stopped early, and why; what was left out before the first ask
     assert "stopped: round" in out and "repeated earlier samples" in out
+    (branch,) = results["branches"]
+    assert branch["deployment_mode"] == "agg" and branch["stopped"].startswith(
+        f"round {branch['rounds']} found"
+    )
+    assert (
+        branch["asks"] == sum(tallies.values())
+        and branch["new_samples"] == sum(tallies.values()) - tallies["duplicate"]
+    )
+    dropped = "planner_scaling_policy entries the goal cannot use (not searched): throughput_180_5"
+    assert results["notes"] == [dropped] and f"note: {dropped}" in out
     # the best candidate with its knobs and launch files
     best = results["best"][0]
     launch = tmp_path / "out" / "deploy" / f"01_agg_trial{best['trial_number']}" / "launch.sh"
