@@ -2,7 +2,7 @@
 
 A round asks for the candidates it still needs, evaluates the new ones in parallel and tells all
 of them in trial-number order, so results do not depend on the number of workers or on which
-finished first. A sample seen before (in this run or a resumed one) is told the cached outcome
+finished first. A sample seen before in this run is told the cached outcome
 at once and recorded as a duplicate: it costs an ask but no evaluation and does not count toward
 the round's quota (``candidates_per_round`` new samples). A round gives up after
 ``11 x quota`` asks. Once a round has seen a repeated sample, its replacement asks come from
