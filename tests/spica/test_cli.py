@@ -97,6 +97,7 @@ def test_json_prints_results_and_a_pareto_search_plots(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["hypervolume_by_round"][-1] > 0 and printed["best"]
     assert (tmp_path / "out" / "pareto.png").stat().st_size > 0
+    assert (tmp_path / "out" / "convergence.png").read_bytes().startswith(b"\x89PNG")  # hypervolume by round
 
 
 def test_no_feasible_candidate_exits_1(tmp_path, capsys, monkeypatch):
@@ -108,6 +109,7 @@ def test_no_feasible_candidate_exits_1(tmp_path, capsys, monkeypatch):
     assert run(tmp_path, TINY, "--quiet") == 1
     text = (tmp_path / "out" / "results.json").read_text()
     assert "NaN" not in text and json.loads(text)["best_value_by_round"][0] is None  # strict JSON
+    assert not (tmp_path / "out" / "convergence.png").exists()  # nothing to plot before anything scores
     err = capsys.readouterr().err
     assert (
         err.splitlines()[-1]
