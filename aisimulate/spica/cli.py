@@ -1,9 +1,11 @@
 """``python -m aisimulate.spica --config sweep.yaml [--dry-run] ...``: run a search, or show it.
 
 A search prints a one-line experimental notice on stderr, a progress bar, and at the end the
-ranked table (or the Pareto front), and writes its files to the output directory. Exit codes:
-0 done, 1 no feasible candidate, 2 a bad config or flag (one line naming file and field), 130
-interrupted (the trials so far are kept and summarised; ``--resume`` continues).
+report (``report.py``: tallies, why candidates did not score, branch stops, the best candidate or
+the front with its knobs and launch files, where every file is; ``--quiet``: its first line),
+and writes its files to the output directory. Exit codes: 0 done, 1 no feasible candidate, 2 a
+bad config or flag (one line naming file and field), 130 interrupted (the trials so far are kept
+and summarised; ``--resume`` continues).
 
 The dry run validates the config, resolves the model and system, enumerates every branch and
 prints, per branch, its layouts before and after the KV filter, the viable backends and every
@@ -31,19 +33,12 @@ from aisimulate.errors import ConfigError
 from aisimulate.spica.config import PerfProvider, SmartSearchConfig
 from aisimulate.spica.experimental import NOTICE, ExperimentalWarning
 from aisimulate.spica.knobs import NumericRange
-from aisimulate.spica.output import (
-    SearchProgress,
-    read_reference_curve,
-    result_table,
-    tallies_line,
-    write_outputs,
-)
+from aisimulate.spica.output import LOG_FILE, SearchProgress, read_reference_curve, write_outputs
+from aisimulate.spica.preflight import check_perf_provider
 from aisimulate.spica.records import JOURNAL, Journal
+from aisimulate.spica.report import reason_groups, render, summary_line
 from aisimulate.spica.search import merge, run_smart_search
 from aisimulate.spica.search_space import SearchPlan, enumerate_branches
-
-LOG_FILE = "spica.log"
-
 
 NO_FEASIBLE = "no feasible candidate found (check backends / SLA / gpu_budget / replay errors)"
 
@@ -72,7 +67,7 @@ def build_parser() -> CliParser:
         "--reference-csv", type=Path, help="measured curve for pareto.png (tok_s_per_user, tok_s_per_gpu)"
     )
     parser.add_argument("--dry-run", action="store_true", help="enumerate the search, replay nothing")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    parser.add_argument("--quiet", action="store_true", help="one summary line: no progress bar, no report")
     parser.add_argument("--json", action="store_true", help="print results.json (or the dry run) as JSON")
     return parser
 
@@ -181,11 +176,14 @@ def _search(config: SmartSearchConfig, args: argparse.Namespace) -> int:
     content = write_outputs(output_dir, result, config, reference)
     if args.json:
         print(json.dumps(content))
-    elif not args.quiet:
-        Console().print(result_table(result))
-        print(f"{len(result.records)} trial(s): {tallies_line(result)}; results in {output_dir}")
+    elif args.quiet:
+        print(summary_line(result, output_dir))
+    else:
+        Console().print(render(result, config, output_dir))
     if not result.best:
-        print(f"error: {NO_FEASIBLE}", file=sys.stderr)
+        groups = reason_groups(result.records)
+        why = f"; most often {groups[0].status}: {groups[0].example.reason}" if groups else ""
+        print(f"error: {NO_FEASIBLE}{why}", file=sys.stderr)
         return 1
     return 0
 
@@ -199,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _with_overrides(SmartSearchConfig.from_yaml(args.config), args)
         if args.dry_run:
             plan = enumerate_branches(config)
+            check_perf_provider(config, plan)
         else:
             print(NOTICE, file=sys.stderr)  # the notice once, as one line, not as a warning too
             with warnings.catch_warnings():

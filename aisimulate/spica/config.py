@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BeforeValidator,
@@ -68,6 +69,8 @@ Objective = Literal[
     "cost_per_million_tokens",
 ]
 Target = Literal[Objective, "pareto"]
+# The reference's enum of targets, for code written against it; a member validates as its value.
+OptimizationTarget = StrEnum("OptimizationTarget", {name.upper(): name for name in get_args(Target)})
 Sampler = Literal["auto", "tpe", "nsgaii", "random"]
 PerfProvider = Literal["analytic", "aic", "auto", "polynomial"]
 
@@ -95,6 +98,9 @@ def _invalid(message: str, *loc: str) -> ValidationError:
 
 
 _ADMISSION_THRESHOLDS = tuple(name for name in KV_ROUTER_PINS if name.endswith("threshold"))
+
+# Keys the reference sweeper spells differently, accepted as written there (docs/spica/overview.md).
+ORIGINAL_KEYS: Mapping[str, str] = MappingProxyType({"aic_nextn": "nextn"})
 
 
 class SearchSpace(StrictModel, protected_namespaces=()):
@@ -157,6 +163,20 @@ class SearchSpace(StrictModel, protected_namespaces=()):
     planner_fpm_sampling: FpmSamplings = SEARCH_CHOICES["planner_fpm_sampling"]
     planner_load_sensitivity: LoadSensitivities = SEARCH_CHOICES["planner_load_sensitivity"]
     load_predictor_candidates: LoadPredictors = SEARCH_CHOICES["load_predictor_candidates"]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _original_keys(cls, data: Any) -> Any:
+        """A config written for the reference sweeper loads unchanged: its names become ours."""
+        if not isinstance(data, dict) or not ORIGINAL_KEYS.keys() & data.keys():
+            return data
+        renamed = dict(data)
+        for original, ours in ORIGINAL_KEYS.items():
+            if original in renamed:
+                if ours in renamed:
+                    raise _invalid(f"{original} is the reference's name of {ours}: set one of them", original)
+                renamed[ours] = renamed.pop(original)
+        return renamed
 
     @field_validator("parallel_configs", mode="before")
     @classmethod
@@ -384,17 +404,29 @@ class OptimizationGoal(StrictModel):
         return "sla" if SLA_OBJECTIVES.intersection(self.objectives) else "throughput"
 
 
+def _find_trace(trace: Path, config_folder: Path) -> Path | str:
+    """The trace file a config names, or why there is none (every place looked in)."""
+    places = [trace] if trace.is_absolute() else [config_folder / trace, Path.cwd() / trace]
+    found = next((place for place in places if place.is_file()), None)
+    if found is not None:
+        return found
+    if trace.is_absolute():
+        return f"no such file: {trace}"
+    return f"no such file: {trace} (looked for {places[0]} and {places[1]})"
+
+
 def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
 class SweepConfig(StrictModel):
-    """How the search runs. Defaults fit the machine (one worker per CPU) and the results do not
-    depend on what is installed (the analytic perf model)."""
+    """How the search runs. What it finds depends on the config and the seed alone: the round size
+    is fixed (the reference's 16), the worker count only sets how many run at once (one per CPU
+    by default), and the default perf model (analytic) needs nothing installed."""
 
     max_rounds: PositiveInt = Field(default=20, description="rounds per deployment-mode branch")
-    parallel_evals: PositiveInt = Field(default_factory=_cpu_count)
-    candidates_per_round: PositiveInt | None = Field(default=None, description="None: parallel_evals")
+    parallel_evals: PositiveInt = Field(default_factory=_cpu_count, description="evaluations at once")
+    candidates_per_round: PositiveInt = Field(default=16, description="new samples wanted per round")
     random_seed: NonNegativeInt = 1
     max_eval_seconds: PositiveFloat | None = Field(default=600.0, description="per evaluation; None: no cap")
     sampler: Sampler = Field(default="auto", description="auto: TPE, multi-objective under a Pareto goal")
@@ -416,11 +448,6 @@ class SweepConfig(StrictModel):
                 "storage",
             )
         return self
-
-    @property
-    def round_quota(self) -> int:
-        """Unique successful replays wanted per round."""
-        return self.candidates_per_round if self.candidates_per_round is not None else self.parallel_evals
 
 
 class SmartSearchConfig(StrictModel):
@@ -478,20 +505,22 @@ class SmartSearchConfig(StrictModel):
     @classmethod
     def from_yaml(cls, path: str | Path) -> SmartSearchConfig:
         """Load a YAML file; errors name the file, the field and its line. A relative
-        ``workload.trace_path`` is resolved against the file's folder, and must exist."""
+        ``workload.trace_path`` is looked up next to the file, then in the working directory (where
+        the reference sweeper looks), and must exist in one of them."""
         source = read_yaml_mapping(path, what="a smart-search config")
         path, data, where = source.path, source.data, source.where
 
         workload = data.get("workload")
+        missing = None  # reported once the rest of the config is known to be valid
         if isinstance(workload, dict) and isinstance(workload.get("trace_path"), str):
             trace = Path(workload["trace_path"]).expanduser()
-            data["workload"] = {**workload, "trace_path": path.resolve().parent / trace}
+            found = _find_trace(trace, path.resolve().parent)
+            if isinstance(found, str):
+                missing, found = found, trace
+            data["workload"] = {**workload, "trace_path": found}
         config = cls._validated(data, where)
-        trace_path = config.workload.trace_path
-        if trace_path is not None and not trace_path.is_file():
-            raise ConfigError(
-                f"workload.trace_path: no such file: {trace_path}", where=where(("workload", "trace_path"))
-            )
+        if missing is not None:
+            raise ConfigError(f"workload.trace_path: {missing}", where=where(("workload", "trace_path")))
         return config
 
     @classmethod

@@ -176,7 +176,7 @@ def make_executor(config: SmartSearchConfig, evaluator: Evaluator) -> Executor:
         from aisimulate.spica._ray import RayExecutor
 
         return RayExecutor(evaluator, config, sweep.parallel_evals, sweep.max_eval_seconds, sweep.ray_address)
-    workers = min(sweep.parallel_evals, sweep.round_quota)
+    workers = min(sweep.parallel_evals, sweep.candidates_per_round)
     if workers <= 1:
         return InProcessExecutor(evaluator, config, sweep.max_eval_seconds)
     return ProcessExecutor(evaluator, config, workers, sweep.max_eval_seconds)

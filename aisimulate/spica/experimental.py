@@ -15,8 +15,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 NOTICE = (
-    "aisimulate.spica is EXPERIMENTAL: APIs, configuration schema, search results and deployment outputs "
-    "may change without a deprecation period; no SLA, accuracy or configuration-optimality guarantee."
+    "aisimulate.spica is EXPERIMENTAL and not production-ready: APIs, configuration schema, search results "
+    "and deployment outputs may change without a deprecation period; no SLA, accuracy or "
+    "configuration-optimality guarantee."
 )
 
 

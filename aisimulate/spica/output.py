@@ -1,5 +1,6 @@
 """Everything a search shows or writes: the progress bar, the final table, ``results.json``,
-``results.csv``, ``pareto.png`` and the ``deploy/`` artifacts of the best candidates.
+``results.csv``, ``pareto.png``, ``convergence.png`` and the ``deploy/`` artifacts of the best
+candidates (the end-of-run report is ``report.py``).
 
 Only this module and the CLI write for the user; the search itself returns plain data.
 """
@@ -11,6 +12,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from aisimulate.spica.score import OBJECTIVE_DIRECTIONS, OBJECTIVE_UNITS, PARETO
 from aisimulate.spica.search import SearchResult, reference_point
 
 RESULTS_JSON, RESULTS_CSV, PARETO_PNG, DEPLOY_DIR = "results.json", "results.csv", "pareto.png", "deploy"
+CONVERGENCE_PNG, LOG_FILE = "convergence.png", "spica.log"
 MAX_DEPLOY_ARTIFACTS = 3  # best candidates (or front points) that get launch files
 _TABLE_ROWS = 10
 
@@ -86,10 +89,6 @@ def result_table(result: SearchResult) -> Table:
     return table
 
 
-def tallies_line(result: SearchResult) -> str:
-    return ", ".join(f"{count} {status}" for status, count in result.tallies.items())
-
-
 def results_json(result: SearchResult, config: SmartSearchConfig) -> dict[str, Any]:
     history = "hypervolume_by_round" if result.goal.target == PARETO else "best_value_by_round"
     return {
@@ -106,10 +105,26 @@ def results_json(result: SearchResult, config: SmartSearchConfig) -> dict[str, A
             for r in result.best
         ],
         "tallies": dict(result.tallies),
+        "branches": [asdict(outcome) for outcome in result.branches],
+        "notes": notes(result),
         history: list(result.progress_by_round),
         "load_predictor": result.forecasters.to_json(),
         "config": config.model_dump(mode="json"),
     }
+
+
+def notes(result: SearchResult) -> list[str]:
+    """What the search left out before its first ask: skipped modes and unusable planner policies."""
+    dropped = result.plan.dropped_policies
+    if not dropped:
+        return list(result.plan.warnings)
+    names = ", ".join(
+        p if isinstance(p, str) else json.dumps(p.model_dump(), sort_keys=True) for p in dropped
+    )
+    return [
+        *result.plan.warnings,
+        f"planner_scaling_policy entries the goal cannot use (not searched): {names}",
+    ]
 
 
 def strict_json(value: Any) -> Any:
@@ -176,11 +191,44 @@ def plot_pareto(
     plt.close(figure)
 
 
+def plot_convergence(path: Path, result: SearchResult) -> None:
+    """The search's progress by round: the front's hypervolume (Pareto) or the best value of the
+    objective so far, one point per round, branches one after another."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pareto = result.goal.target == PARETO
+    objective = result.goal.target
+    label = "hypervolume" if pareto else f"best {objective}"
+    title = "hypervolume of the front so far" if pareto else f"best so far, {OBJECTIVE_UNITS[objective]}"
+    x = list(range(1, len(result.progress_by_round) + 1))
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.plot(x, result.progress_by_round, "o-", color="C0")
+    for i, (branch, round_no) in enumerate(result.rounds):
+        if round_no == 1:
+            axes.axvline(x[i] - 0.5, color="0.7", linestyle=":")
+            axes.annotate(branch, (x[i] - 0.4, 1.0), xycoords=("data", "axes fraction"), va="top")
+    axes.set_xlabel("round (branches in search order)")
+    axes.set_ylabel(label)
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def deploy_folder(directory: Path, rank: int, record: TrialRecord) -> Path:
+    """Where the launch files of the ``rank``-th best candidate (1-based) go."""
+    return directory / f"{rank:02d}_{record.branch}_trial{record.trial_number}"
+
+
 def write_deploy_artifacts(directory: Path, result: SearchResult) -> list[Path]:
     written = []
     for i, record in enumerate(result.best[:MAX_DEPLOY_ARTIFACTS], start=1):
         assert record.sample is not None
-        folder = directory / f"{i:02d}_{record.branch}_trial{record.trial_number}"
+        folder = deploy_folder(directory, i, record)
         folder.mkdir(parents=True, exist_ok=True)
         launch = folder / "launch.sh"
         launch.write_text(launch_commands(record.sample), encoding="utf-8")
@@ -206,6 +254,8 @@ def write_outputs(
     write_csv(output_dir / RESULTS_CSV, result.records, result.goal.objectives)
     if result.goal.target == PARETO and result.best:
         plot_pareto(output_dir / PARETO_PNG, result, reference_curve)
+    if any(math.isfinite(value) for value in result.progress_by_round):  # nan until something scores
+        plot_convergence(output_dir / CONVERGENCE_PNG, result)
     if result.best:
         write_deploy_artifacts(output_dir / DEPLOY_DIR, result)
     return content
@@ -221,7 +271,7 @@ class SearchProgress:
 
     def __init__(self, config: SmartSearchConfig, branches: int, console: Console) -> None:
         self._goal = config.goal
-        self._total = branches * config.sweep.max_rounds * config.sweep.round_quota
+        self._total = branches * config.sweep.max_rounds * config.sweep.candidates_per_round
         self._feasible: list[TrialRecord] = []
         self._progress = Progress(
             TextColumn("spica"),

@@ -1,7 +1,7 @@
 """The trial journal: one JSON line per finished trial in ``OUTPUT_DIR/trials.jsonl``.
 
 Appended as each trial finishes and flushed at once, so a killed search loses nothing that
-finished; ``--resume`` reads it back to skip finished evaluations and rebuild the cache. The
+finished; ``--resume`` reads it back and tells those trials their journaled outcome. The
 sample key is a hash of the canonical JSON of the sample, stable across runs and machines.
 """
 
@@ -62,6 +62,21 @@ class TrialRecord:
             wall_s=evaluation.wall_s,
         )
 
+    # The reference returned candidates with these three names; a TrialRecord answers to them.
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The flat sample (the reference's ``Candidate.config``); empty if it was never built."""
+        return self.sample or {}
+
+    @property
+    def used_gpus(self) -> int:
+        return int(self.config.get("used_gpus", 0))
+
+    @property
+    def metrics(self) -> Mapping[str, Any]:
+        """The replay report's summary (the reference's ``Candidate.metrics``); empty without one."""
+        return self.summary or {}
+
     def evaluation(self) -> Evaluation:
         return Evaluation(
             status=self.status,
@@ -86,6 +101,16 @@ class Journal:
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(record.to_json(), allow_nan=True) + "\n")
 
+    def resume(self) -> list[TrialRecord]:
+        """The records, after cutting a last line a kill left unfinished (appending to it would
+        spoil the next record too)."""
+        if self.path.is_file():
+            text = self.path.read_bytes()
+            if text and not text.endswith(b"\n"):
+                with self.path.open("r+b") as out:
+                    out.truncate(text.rfind(b"\n") + 1)
+        return self.read()
+
     def read(self) -> list[TrialRecord]:
         if not self.path.is_file():
             return []
@@ -94,5 +119,5 @@ class Journal:
             try:
                 records.append(TrialRecord(**json.loads(line)))
             except (json.JSONDecodeError, TypeError):
-                continue  # a partial line from a killed run; its trial is evaluated again
+                continue  # a partial line from a killed run; a resume evaluates its trial again
         return records

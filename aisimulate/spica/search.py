@@ -2,7 +2,7 @@
 
 A round asks for the candidates it still needs, evaluates the new ones in parallel and tells all
 of them in trial-number order, so results do not depend on the number of workers or on which
-finished first. A sample seen before (in this run or a resumed one) is told the cached outcome
+finished first. A sample seen before in this run is told the cached outcome
 at once and recorded as a duplicate: it costs an ask but no evaluation and does not count toward
 the round's quota (``candidates_per_round`` new samples). A round gives up after
 ``11 x quota`` asks. Once a round has seen a repeated sample, its replacement asks come from
@@ -10,19 +10,23 @@ random sampling (seeded), so a converged optimizer cannot stall a branch that st
 samples; a round short of its quota even so means the branch's space is (nearly) exhausted, and
 the branch stops there.
 
-Resume: each trial carries its round and sample as user attributes, the study remembers finished
-rounds, and the journal holds finished evaluations. A resumed run tells the asked-but-untold
-trials of a killed round (evaluating only those the journal lacks) and carries on as the
-uninterrupted run would have.
+Resume replays: the search runs again from its first ask with fresh studies, and every trial the
+journal holds is told its journaled outcome instead of being evaluated. Asks depend only on the
+seed and the trials told so far, so the replay proposes exactly what the killed run proposed, and
+the trials that were in flight (asked, built or evaluating) are evaluated now. A resumed run ends
+with the trials, results and best of an uninterrupted one; resuming with a larger
+``max_rounds`` extends a finished search. A journaled trial whose sample differs from the one the
+replay builds means another config wrote the journal, and is an error.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +40,7 @@ from aisimulate.spica.evaluate import STATUSES, Evaluation, Evaluator, evaluate
 from aisimulate.spica.executor import Executor, make_executor
 from aisimulate.spica.experimental import experimental
 from aisimulate.spica.forecasters import Forecasters, choose_forecasters
+from aisimulate.spica.preflight import check_perf_provider
 from aisimulate.spica.records import JOURNAL, Journal, TrialRecord, sample_key
 from aisimulate.spica.sample import kv_load_fields, unroll_sample
 from aisimulate.spica.sampler import BranchSampler, Suggestion, directions
@@ -47,7 +52,17 @@ logger = logging.getLogger("aisimulate.spica")
 STUDY_DB = "study.db"
 ASK_CAP_PER_QUOTA = 11  # the reference's replacement-ask cap: 11 asks per wanted candidate
 _ROUND, _SAMPLE, _STATUS = "spica_round", "spica_sample", "spica_status"
-_ROUNDS_DONE, _STOPPED = "spica_rounds_done", "spica_stopped"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BranchOutcome:
+    """How a branch's rounds went: all of them, or a stop (the round, and why)."""
+
+    deployment_mode: str
+    rounds: int  # rounds run
+    asks: int  # trials asked, duplicates included
+    new_samples: int  # trials evaluated (or decided without a replay)
+    stopped: str | None = None  # why the branch stopped before max_rounds; None: it ran them all
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,8 +74,22 @@ class SearchResult:
     # After each round (branches in order): the front's hypervolume (Pareto) or the best value of
     # the objective in its own units (nan before anything is feasible).
     progress_by_round: tuple[float, ...]
+    rounds: tuple[tuple[str, int], ...]  # (branch, round) of each progress_by_round entry
     plan: SearchPlan
     forecasters: Forecasters = field(default_factory=Forecasters)
+    # One per branch searched, in order; empty when the result was merged from a journal alone.
+    branches: tuple[BranchOutcome, ...] = ()
+    wall_s: float = 0.0  # the search's own wall time (this call; a resume counts from its start)
+
+    def __iter__(self) -> Iterator[TrialRecord]:
+        """The reference returned its candidates as a list: iterating a result walks ``best``."""
+        return iter(self.best)
+
+    def __len__(self) -> int:
+        return len(self.best)
+
+    def __getitem__(self, index: int) -> TrialRecord:
+        return self.best[index]
 
 
 def study_name(branch: Branch) -> str:
@@ -71,28 +100,31 @@ def study_name(branch: Branch) -> str:
 def run_smart_search(
     config: SmartSearchConfig,
     *,
-    evaluator: Evaluator = evaluate,
+    evaluator: Evaluator | None = None,
     output_dir: Path | None = None,
     resume: bool = False,
     on_trial: Callable[[TrialRecord], None] | None = None,
 ) -> SearchResult:
-    """Search every branch and merge by goal. With ``output_dir`` the journal and the study are
-    kept there (the study in ``sweep.storage`` when set) and ``resume`` continues them; without
-    it everything stays in memory."""
+    """Search every branch and merge by goal. ``evaluator`` (None: ``evaluate``, the replay) is a
+    top-level function ``(config, sample) -> Evaluation``. With ``output_dir`` the journal and the
+    study are kept there (the study in ``sweep.storage`` when set) and ``resume`` continues them;
+    without it everything stays in memory. The result iterates over its ``best`` records."""
+    started = time.perf_counter()
     plan = enumerate_branches(config)
+    check_perf_provider(config, plan)
     space = config.search_space
     kept, _ = filter_scaling_policies(space, config.goal)
     forecasters = choose_forecasters(config.workload, kept, space.load_predictor_candidates)
     journal = Journal(output_dir / JOURNAL) if output_dir is not None else None
     storage = _storage(config, output_dir, plan, resume)
     search = _Search(config, journal, on_trial, forecasters)
-    executor = make_executor(config, evaluator)
+    executor = make_executor(config, evaluator or evaluate)
     try:
-        for branch in plan.branches:
-            search.branch(branch, storage, executor)
+        outcomes = tuple(search.branch(branch, storage, executor) for branch in plan.branches)
     finally:
         executor.close()
-    return merge(config, search.records, plan, forecasters)
+    result = merge(config, search.records, plan, forecasters)
+    return replace(result, branches=outcomes, wall_s=time.perf_counter() - started)
 
 
 def _storage(
@@ -102,15 +134,16 @@ def _storage(
         return optuna.storages.InMemoryStorage()
     output_dir.mkdir(parents=True, exist_ok=True)
     url = config.sweep.storage or f"sqlite:///{(output_dir / STUDY_DB).resolve()}"
-    if not resume:
-        existing = set(optuna.study.get_all_study_names(url))
-        taken = [study_name(b) for b in plan.branches if study_name(b) in existing]
-        if taken or (output_dir / JOURNAL).exists():
-            raise ConfigError(
-                f"{output_dir} already holds a search ({', '.join(taken) or JOURNAL}); "
-                "pass --resume to continue it, or choose another output directory",
-                where="sweep.output_dir",
-            )
+    existing = set(optuna.study.get_all_study_names(url))
+    taken = [study_name(b) for b in plan.branches if study_name(b) in existing]
+    if not resume and (taken or (output_dir / JOURNAL).exists()):
+        raise ConfigError(
+            f"{output_dir} already holds a search ({', '.join(taken) or JOURNAL}); "
+            "pass --resume to continue it, or choose another output directory",
+            where="sweep.output_dir",
+        )
+    for name in taken:  # a resume rebuilds the studies from the journal
+        optuna.delete_study(study_name=name, storage=url)
     return url
 
 
@@ -128,56 +161,46 @@ class _Search:
         self.on_trial = on_trial
         self.model: ModelSpec = config.search_space.resolve_model()
         self.system: System = config.search_space.resolve_system()
-        previous = journal.read() if journal is not None else []
-        # Resumed evaluations by (branch, trial): a killed round's finished trials are not re-run.
-        self.finished = {(r.branch, r.trial_number): r for r in previous}
-        self.records: dict[tuple[str, int], TrialRecord] = dict(self.finished)
+        # The journal of a killed run, by (branch, trial): the replay tells these without evaluating.
+        self.journaled = {(r.branch, r.trial_number): r for r in journal.resume()} if journal else {}
+        self.records: dict[tuple[str, int], TrialRecord] = {}
         self.cache: dict[str, tuple[Evaluation, int]] = {}
-        for r in previous:
-            if r.status != "duplicate" and r.sample_key is not None:
-                self.cache.setdefault(r.sample_key, (r.evaluation(), r.trial_number))
 
-    def branch(self, branch: Branch, storage: optuna.storages.BaseStorage | str, executor: Executor) -> None:
+    def branch(
+        self, branch: Branch, storage: optuna.storages.BaseStorage | str, executor: Executor
+    ) -> BranchOutcome:
         sweep = self.config.sweep
-        quota, cap = sweep.round_quota, ASK_CAP_PER_QUOTA * sweep.round_quota
+        quota = sweep.candidates_per_round
+        cap = ASK_CAP_PER_QUOTA * quota
         study = optuna.create_study(
-            storage=storage,
-            study_name=study_name(branch),
-            directions=directions(self.config.goal),
-            load_if_exists=True,
+            storage=storage, study_name=study_name(branch), directions=directions(self.config.goal)
         )
         sampler = BranchSampler(study, branch, kind=sweep.sampler, seed=sweep.random_seed, batch_size=quota)
-        if study.user_attrs.get(_STOPPED):
-            return
-        running = [(t.number, t.user_attrs.get(_SAMPLE), None) for t in sampler.running()]
-        for round_no in range(study.user_attrs.get(_ROUNDS_DONE, 0) + 1, sweep.max_rounds + 1):
-            told = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(_ROUND) == round_no]
-            unique = sum(t.user_attrs.get(_STATUS) not in (None, "duplicate") for t in told)
-            attempts = len(told)
-            if running:
-                unique += self._batch(sampler, running, round_no, executor)
-                running = []
+        mode = branch.deployment_mode
+        total_asks = total_new = 0
+        for round_no in range(1, sweep.max_rounds + 1):
+            unique = attempts = 0  # new samples and asks in this round
             while unique < quota and attempts < cap:
                 # Replacements for repeated samples explore: the optimizer has just shown that it
-                # keeps proposing what it knows. A pure function of the round's counts, so a
-                # resumed round asks exactly as the uninterrupted one did.
+                # keeps proposing what it knows.
                 explore = attempts > unique
                 suggestions = sampler.ask(min(quota - unique, cap - attempts), explore=explore)
                 attempts += len(suggestions)
                 items = [self._build(sampler, s, round_no) for s in suggestions]
                 unique += self._batch(sampler, items, round_no, executor)
-            study.set_user_attr(_ROUNDS_DONE, round_no)
+            total_asks, total_new = total_asks + attempts, total_new + unique
             if unique < quota:
-                logger.info(
-                    "%s: stopped after round %d: %d of %d asks in the round were new samples (wanted %d)",
-                    branch.deployment_mode,
-                    round_no,
-                    unique,
-                    attempts,
-                    quota,
+                why = (
+                    f"round {round_no} found {unique} new sample(s) of {quota} wanted in {attempts} asks; "
+                    "the rest repeated earlier samples, so the branch's space is (nearly) exhausted"
                 )
-                study.set_user_attr(_STOPPED, True)
-                return
+                logger.info("%s: stopped: %s", mode, why)
+                return BranchOutcome(
+                    deployment_mode=mode, rounds=round_no, asks=total_asks, new_samples=total_new, stopped=why
+                )
+        return BranchOutcome(
+            deployment_mode=mode, rounds=sweep.max_rounds, asks=total_asks, new_samples=total_new
+        )
 
     def _build(
         self, sampler: BranchSampler, suggestion: Suggestion, round_no: int
@@ -232,19 +255,19 @@ class _Search:
         to_run: list[int] = []
         for n, sample, early in items:
             key = sample_key(sample) if sample is not None else None
-            prior = self.finished.get((mode, n))  # journaled before a kill, not yet told
-            if prior is not None and prior.status != "duplicate":
-                results[n] = prior.evaluation()
-            elif key is not None and key in self.cache:
+            prior = self._journaled(mode, n, key)
+            if key is not None and key in self.cache:
                 evaluation, first = self.cache[key]
                 self._tell(sampler, n, round_no, sample, evaluation, duplicate_of=first)
                 continue
-            elif key is not None and key in queued:
+            if key is not None and key in queued:
                 original[n] = queued[key]
                 continue
-            elif early is not None or sample is None:
-                lost = Evaluation(status="failed", reason="candidate build failed in an interrupted run")
-                results[n] = self._finished(n, mode, round_no, sample, early or lost)
+            if prior is not None:
+                results[n] = prior.evaluation()
+                self._record(prior, journal=False)
+            elif early is not None:
+                results[n] = self._finished(n, mode, round_no, sample, early)
             else:
                 to_run.append(n)
             if key is not None:
@@ -261,6 +284,18 @@ class _Search:
             else:
                 self._tell(sampler, n, round_no, samples[n], results[original[n]], duplicate_of=original[n])
         return len(results)
+
+    def _journaled(self, mode: str, n: int, key: str | None) -> TrialRecord | None:
+        """The journaled outcome of trial ``n``, checked against the sample the replay built."""
+        prior = self.journaled.get((mode, n))
+        if prior is not None and prior.sample_key != key:
+            journal = self.journal.path if self.journal is not None else JOURNAL
+            raise ConfigError(
+                f"{journal} holds another search: its {mode} trial {n} evaluated another sample; resume "
+                "with the config (and flags) that started it, or choose another output directory",
+                where="sweep.output_dir",
+            )
+        return prior
 
     def _finished(
         self, n: int, mode: str, round_no: int, sample: Mapping[str, Any] | None, evaluation: Evaluation
@@ -282,18 +317,17 @@ class _Search:
         duplicate_of: int | None = None,
     ) -> None:
         mode = sampler.branch.deployment_mode
-        if duplicate_of is not None and (mode, n) not in self.finished:
+        if duplicate_of is not None:
             # Journaled before the tell: a kill in between leaves a record, never a lost trial.
             record = TrialRecord.of(evaluation, trial_number=n, branch=mode, round=round_no, sample=sample)
-            self._record(
-                replace(
-                    record,
-                    status="duplicate",
-                    reason=f"same sample as {mode} trial {duplicate_of}",
-                    summary=None,
-                    wall_s=0.0,
-                )
+            record = replace(
+                record,
+                status="duplicate",
+                reason=f"same sample as {mode} trial {duplicate_of}",
+                summary=None,
+                wall_s=0.0,
             )
+            self._record(record, journal=(mode, n) not in self.journaled)
         sampler.set_user_attr(n, _STATUS, "duplicate" if duplicate_of is not None else evaluation.status)
         if evaluation.status == "feasible":
             sampler.tell(n, self._values(evaluation))
@@ -306,9 +340,9 @@ class _Search:
             return [evaluation.score]
         return [evaluation.objectives[name] for name in self.config.goal.objectives]
 
-    def _record(self, record: TrialRecord) -> None:
+    def _record(self, record: TrialRecord, *, journal: bool = True) -> None:
         self.records[(record.branch, record.trial_number)] = record
-        if self.journal is not None:
+        if journal and self.journal is not None:
             self.journal.append(record)
         if self.on_trial is not None:
             self.on_trial(record)
@@ -335,6 +369,7 @@ def merge(
         records=tuple(ordered),
         tallies=dict(tallies),
         progress_by_round=_progress(goal, ordered, order),
+        rounds=tuple((r.branch, r.round) for r in _last_of_each_round(ordered, order)),
         plan=plan,
         forecasters=forecasters or Forecasters(),
     )
@@ -363,10 +398,20 @@ def reference_point(goal: OptimizationGoal, points: Sequence[Sequence[float]]) -
     return reference
 
 
+def _round_position(record: TrialRecord, order: Mapping[str, int]) -> tuple[int, int]:
+    return order.get(record.branch, len(order)), record.round
+
+
+def _last_of_each_round(records: Sequence[TrialRecord], order: Mapping[str, int]) -> list[TrialRecord]:
+    """One record per (branch, round), in search order."""
+    last = {_round_position(r, order): r for r in records}
+    return [last[position] for position in sorted(last)]
+
+
 def _progress(
     goal: OptimizationGoal, records: Sequence[TrialRecord], order: Mapping[str, int]
 ) -> tuple[float, ...]:
-    rounds = sorted({(order.get(r.branch, len(order)), r.round) for r in records})
+    rounds = [_round_position(r, order) for r in _last_of_each_round(records, order)]
     feasible = [r for r in records if r.status == "feasible"]
     if goal.target == PARETO:
         points = [
@@ -378,7 +423,7 @@ def _progress(
         signs = [OBJECTIVE_DIRECTIONS[o] for o in goal.objectives]
     progress = []
     for position in rounds:
-        upto = [r for r in feasible if (order.get(r.branch, len(order)), r.round) <= position]
+        upto = [r for r in feasible if _round_position(r, order) <= position]
         if goal.target == PARETO:
             vectors = [[r.objectives[o] for o in goal.objectives] for r in upto if r.objectives is not None]
             finite = [v for v in vectors if all(math.isfinite(x) for x in v)]

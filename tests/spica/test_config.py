@@ -114,13 +114,14 @@ def test_defaults():
     assert (sweep.max_rounds, sweep.random_seed, sweep.max_eval_seconds) == (20, 1, 600.0)
     assert (sweep.sampler, sweep.executor, sweep.perf) == ("auto", "local", "analytic")
     assert sweep.parallel_evals == os.cpu_count()
-    assert sweep.round_quota == sweep.parallel_evals
+    assert sweep.candidates_per_round == 16  # the reference's round size, whatever the machine
 
 
 @pytest.mark.parametrize(("cpus", "expected"), [(3, 3), (None, 1)])
 def test_parallel_evals_default_is_the_cpu_count(monkeypatch, cpus, expected):
     monkeypatch.setattr(os, "cpu_count", lambda: cpus)
     assert SweepConfig().parallel_evals == expected
+    assert SweepConfig().candidates_per_round == 16
 
 
 def test_every_knob_defaults_to_its_menu_except_backend():
@@ -847,7 +848,7 @@ def test_sweep_options():
         }
     ).sweep
     assert (sweep.sampler, sweep.executor, sweep.ray_address) == ("nsgaii", "ray", "ray://head:10001")
-    assert build(sweep={"parallel_evals": 4, "candidates_per_round": 12}).sweep.round_quota == 12
+    assert build(sweep={"parallel_evals": 4, "candidates_per_round": 12}).sweep.candidates_per_round == 12
 
 
 @pytest.mark.parametrize(
@@ -900,12 +901,46 @@ def test_a_relative_trace_path_resolves_against_the_yaml_folder(tmp_path, monkey
     assert SmartSearchConfig.from_yaml(absolute).workload.trace_path == tmp_path / "traces" / "t.jsonl"
 
 
-def test_a_missing_trace_is_reported_at_load(tmp_path):
+def test_a_relative_trace_path_falls_back_to_the_working_directory(tmp_path, monkeypatch):
+    """A config written for the reference sweeper names its trace relative to where it runs."""
+    (tmp_path / "run" / "traces").mkdir(parents=True)
+    (tmp_path / "run" / "traces" / "t.jsonl").write_text("")
+    (tmp_path / "configs").mkdir()
+    path = write(tmp_path / "configs", YAML.format(bad="round_robin", trace="traces/t.jsonl"))
+    monkeypatch.chdir(tmp_path / "run")
+    assert SmartSearchConfig.from_yaml(path).workload.trace_path == tmp_path / "run" / "traces" / "t.jsonl"
+    (tmp_path / "configs" / "traces").mkdir()
+    (tmp_path / "configs" / "traces" / "t.jsonl").write_text("")  # next to the YAML wins
+    beside = tmp_path / "configs" / "traces" / "t.jsonl"
+    assert SmartSearchConfig.from_yaml(path).workload.trace_path == beside
+
+
+def test_a_missing_trace_is_reported_at_load_naming_every_place(tmp_path, monkeypatch):
+    monkeypatch.chdir(Path(__file__).parent)
     path = write(tmp_path, YAML.format(bad="round_robin", trace="gone.jsonl"))
+    beside = re.escape(str(tmp_path / "gone.jsonl"))
+    cwd = re.escape(str(Path(__file__).parent / "gone.jsonl"))
     with pytest.raises(
-        ConfigError, match=rf"^workload.trace_path: no such file: .*gone.jsonl \[{re.escape(str(path))}:8\]$"
+        ConfigError,
+        match=rf"^workload.trace_path: no such file: gone.jsonl \(looked for {beside} and {cwd}\) "
+        rf"\[{re.escape(str(path))}:8\]$",
     ):
         SmartSearchConfig.from_yaml(path)
+    absolute = write(tmp_path, YAML.format(bad="round_robin", trace=tmp_path / "gone.jsonl"), "abs.yaml")
+    with pytest.raises(ConfigError, match=rf"^workload.trace_path: no such file: {beside} \["):
+        SmartSearchConfig.from_yaml(absolute)
+
+
+def test_the_references_aic_nextn_is_nextn():
+    assert build(search_space={"aic_nextn": 3}).search_space.nextn == 3
+    rejected("search_space.aic_nextn", "set one of them", search_space={"aic_nextn": 3, "nextn": 3})
+    rejected("search_space.nextn", "less than or equal to 5", search_space={"aic_nextn": 6})
+
+
+def test_trace_format_mooncake_is_accepted(tmp_path):
+    (tmp_path / "t.jsonl").write_text("")
+    text = YAML.format(bad="round_robin", trace="t.jsonl") + "  trace_format: mooncake\n"
+    assert SmartSearchConfig.from_yaml(write(tmp_path, text)).workload.trace_format == "mooncake"
 
 
 def test_an_invalid_field_names_file_field_and_line(tmp_path):

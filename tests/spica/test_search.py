@@ -117,6 +117,10 @@ def test_a_stalled_branch_stops_and_the_next_branch_still_runs():
     assert {r.round for r in agg} == {1, 2} and result.tallies["feasible"] >= 3
     assert len({r.sample_key for r in agg}) == 3 and len([r for r in agg if r.round == 2]) == 11 * 2
     assert disagg and all(r.sample["deployment_mode"] == "disagg" for r in disagg)
+    agg_outcome = result.branches[0]
+    assert (agg_outcome.deployment_mode, agg_outcome.rounds, agg_outcome.new_samples) == ("agg", 2, 3)
+    assert agg_outcome.asks == len(agg)
+    assert agg_outcome.stopped.startswith("round 2 found 1 new sample(s) of 2 wanted in 22 asks")
 
 
 def test_pareto_goal_returns_the_front_sorted_along_the_last_objective():
@@ -141,12 +145,28 @@ def test_pareto_goal_returns_the_front_sorted_along_the_last_objective():
     assert result.progress_by_round[-1] > 0
 
 
-def test_same_seed_same_results_with_one_or_two_workers():
-    one = run_smart_search(config(sweep__parallel_evals=1), evaluator=fakes.fake)
-    two = run_smart_search(config(sweep__parallel_evals=2), evaluator=fakes.fake)
-    assert fingerprint(one) == fingerprint(two)
+def test_same_seed_same_results_with_one_or_three_workers():
+    """The round size is fixed (16 by default), so the worker count only changes how many run
+    at once; a different seed searches differently."""
+    data = json.loads(json.dumps(BASE))
+    del data["sweep"]["candidates_per_round"]
+    data["sweep"]["max_rounds"] = 1
+    data["search_space"]["gpu_budget"] = 8  # room for 16 new samples in a round
+    one = run_smart_search(SmartSearchConfig.from_mapping(data), evaluator=fakes.fake)
+    data["sweep"]["parallel_evals"] = 3
+    three = run_smart_search(SmartSearchConfig.from_mapping(data), evaluator=fakes.fake)
+    assert fingerprint(one) == fingerprint(three)
+    assert len([r for r in one.records if r.status != "duplicate"]) == 16
     other_seed = run_smart_search(config(sweep__random_seed=4), evaluator=fakes.fake)
-    assert fingerprint(other_seed) != fingerprint(one)
+    assert fingerprint(other_seed) != fingerprint(run_smart_search(config(), evaluator=fakes.fake))
+
+
+def journal_lines(path):
+    """The journal as a set of records, without the wall times (which no two runs share)."""
+    return {
+        json.dumps({k: v for k, v in json.loads(line).items() if k != "wall_s"}, sort_keys=True)
+        for line in path.read_text().splitlines()
+    }
 
 
 def test_resume_after_a_kill_loses_and_reruns_nothing(tmp_path):
@@ -164,6 +184,59 @@ def test_resume_after_a_kill_loses_and_reruns_nothing(tmp_path):
     assert fingerprint(resumed) == fingerprint(uninterrupted)
     lines = (tmp_path / "killed" / "trials.jsonl").read_text().splitlines()
     assert len(lines) == len(resumed.records)  # each trial journaled exactly once
+
+
+@pytest.mark.parametrize("builds", [1, 4, 7, 11])
+def test_a_trial_killed_while_its_sample_is_built_is_evaluated_on_resume(tmp_path, monkeypatch, builds):
+    """A kill between the ask and the evaluation (the trial asked, its sample not yet built):
+    the resumed run ends with exactly the trials, results and best of an uninterrupted one."""
+    search = config(sweep__max_rounds=4)
+    whole = run_smart_search(search, evaluator=fakes.fake, output_dir=tmp_path / "whole")
+    search_module = importlib.import_module("aisimulate.spica.search")
+    real_unroll = search_module.unroll_sample
+    calls = []
+
+    def killed_on_build(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > builds:
+            raise fakes.Killed
+        return real_unroll(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "unroll_sample", killed_on_build)
+    with pytest.raises(fakes.Killed):
+        run_smart_search(search, evaluator=fakes.fake, output_dir=tmp_path / "killed")
+    monkeypatch.setattr(search_module, "unroll_sample", real_unroll)
+    resumed = run_smart_search(search, evaluator=fakes.fake, output_dir=tmp_path / "killed", resume=True)
+    assert fingerprint(resumed) == fingerprint(whole)
+    assert [r.sample_key for r in resumed.best] == [r.sample_key for r in whole.best]
+    assert journal_lines(tmp_path / "killed" / "trials.jsonl") == journal_lines(
+        tmp_path / "whole" / "trials.jsonl"
+    )
+    assert "interrupted" not in (tmp_path / "killed" / "trials.jsonl").read_text()
+
+
+def test_a_resume_cuts_a_half_written_line_and_may_extend_the_search(tmp_path):
+    out = tmp_path / "out"
+    run_smart_search(config(sweep__max_rounds=2), evaluator=fakes.fake, output_dir=out)
+    journal = out / "trials.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(lines[:-2]) + lines[-2][:20])  # killed while writing a line
+    longer = config(sweep__max_rounds=3)
+    resumed = run_smart_search(longer, evaluator=fakes.fake, output_dir=out, resume=True)
+    whole = run_smart_search(longer, evaluator=fakes.fake, output_dir=tmp_path / "whole")
+    assert fingerprint(resumed) == fingerprint(whole) and {r.round for r in resumed.records} == {1, 2, 3}
+    assert journal_lines(journal) == journal_lines(tmp_path / "whole" / "trials.jsonl")
+
+
+def test_a_resume_with_another_config_is_refused(tmp_path):
+    run_smart_search(config(sweep__max_rounds=1), evaluator=fakes.fake, output_dir=tmp_path)
+    with pytest.raises(ConfigError, match="holds another search: its agg trial 0 evaluated another sample"):
+        run_smart_search(
+            config(sweep__max_rounds=1, sweep__random_seed=9),
+            evaluator=fakes.fake,
+            output_dir=tmp_path,
+            resume=True,
+        )
 
 
 def test_an_output_dir_with_a_search_needs_resume(tmp_path):

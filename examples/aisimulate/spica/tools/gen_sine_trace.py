@@ -1,4 +1,4 @@
-"""Write a mooncake trace whose request rate follows a sine wave.
+"""[EXPERIMENTAL] Write a mooncake trace whose request rate follows a sine wave.
 
 Second ``t`` gets ``max(0, round(base + amplitude * sin(2 pi t / period)))`` requests, spread evenly
 over that second; every request has its own hash ids (no prefix sharing), so the trace exercises

@@ -1,4 +1,4 @@
-"""Score load forecasters on a mooncake trace: which one should the planner run?
+"""[EXPERIMENTAL] Score load forecasters on a mooncake trace: which one should the planner run?
 
     python examples/aisimulate/spica/tools/run_load_predictor_sweep.py --trace sine.jsonl \
         --interval-s 180 [--candidates constant_last kalman_default_raw ...]
