@@ -16,7 +16,7 @@ from datetime import date
 
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.errors import UnknownNameError
-from aisimulate.fidelity.measured import MeasuredRow
+from aisimulate.fidelity.measured import MeasuredRow, WorkerShape
 from aisimulate.perf.calibration import e2e_frontend_latency_ms, e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec
 from aisimulate.workload import LengthDistribution, SyntheticWorkload
@@ -43,7 +43,8 @@ VLLM_ASYNC_DEFAULT_RELEASED = date(2026, 1, 17)
 
 @dataclass(frozen=True, kw_only=True)
 class ReplayCase:
-    """What to replay for one row: a single aggregated worker under the row's closed loop."""
+    """What to replay for one row: its aggregated workers, or its prefill and decode pools,
+    under the row's closed loop."""
 
     row: MeasuredRow
     model: str  # the catalog name of the checkpoint that ran
@@ -88,6 +89,31 @@ def _checkpoint(row: MeasuredRow, spec: ModelSpec) -> str | Skipped:
     return best.name
 
 
+def _engine_shape(shape: WorkerShape, spec: ModelSpec) -> dict[str, int | None]:
+    """The engine's parallel fields of a recorded worker shape.
+
+    Our shape (AIConfigurator's and TRT-LLM's) gives a worker ``tp * attention_dp`` GPUs, and
+    its MoE spans them all. Some vLLM/SGLang rows record the worker's GPUs as ``tp`` and the
+    attention-DP ranks inside it (``tp 4, attention_dp 4, moe_tp 4``: 4 GPUs, one per rank);
+    the expert split, which spans the worker's GPUs, tells the two readings apart.
+    """
+    tp = shape.tp
+    if (
+        spec.is_moe
+        and shape.attn_dp > 1
+        and shape.moe_tp * shape.moe_ep == shape.tp
+        and shape.tp % shape.attn_dp == 0
+    ):
+        tp = shape.tp // shape.attn_dp
+    return {
+        "tp": tp,
+        "pp": shape.pp,
+        "attention_dp": shape.attn_dp,
+        "moe_tp": shape.moe_tp if spec.is_moe else None,
+        "moe_ep": shape.moe_ep if spec.is_moe else None,
+    }
+
+
 def _async_scheduling(row: MeasuredRow) -> bool | None:
     """The scheduling mode of the row's vLLM release; None (the engine default) when unknown.
 
@@ -119,6 +145,8 @@ def build_case(
     time a measured request spends outside the engine (client, HTTP, tokenisation). A vLLM row
     schedules the way its release did by default.
     """
+    if row.problem:
+        return Skipped(row=row, reason=row.problem)
     if row.measured_ttft_ms is None or row.measured_tpot_ms is None:
         return Skipped(row=row, reason="no measured TTFT or TPOT")
     if row.osl < 2:
@@ -139,24 +167,35 @@ def build_case(
     osl: int | LengthDistribution = row.osl
     if spread:  # clipped symmetrically at 3 sigma, so the mean stays the row's osl
         osl = LengthDistribution(mean=row.osl, std=spread, min=row.osl - 3 * spread, max=row.osl + 3 * spread)
-    engine = EngineSpec(
-        tp=row.tp,
-        pp=row.pp,
-        attention_dp=row.attn_dp,
-        moe_tp=row.moe_tp if spec.is_moe else None,
-        moe_ep=row.moe_ep if spec.is_moe else None,
-        # The benchmark's sequences are all it must hold: a server that ran it had room for them.
-        max_model_len=row.isl + row.osl + 3 * spread,
-        async_scheduling=_async_scheduling(row),
-    )
     if frontend_latency_ms is None:
         frontend_latency_ms = e2e_frontend_latency_ms(row.backend)
+    limits = {
+        # The benchmark's sequences are all it must hold: a server that ran it had room for them.
+        "max_model_len": row.isl + row.osl + 3 * spread,
+        "async_scheduling": _async_scheduling(row),
+    }
+    roles: dict[str, EngineSpec] = {}
+    if row.mode == "disagg":
+        assert row.prefill is not None and row.decode is not None
+        for role, shape in (("prefill", row.prefill), ("decode", row.decode)):
+            roles[role] = EngineSpec(**_engine_shape(shape, spec), replicas=shape.workers, **limits)
+    else:
+        shape = WorkerShape(
+            tp=row.tp,
+            pp=row.pp,
+            attn_dp=row.attn_dp,
+            moe_tp=row.moe_tp,
+            moe_ep=row.moe_ep,
+            workers=row.workers,
+        )
+        roles["agg"] = EngineSpec(**_engine_shape(shape, spec), replicas=row.workers, **limits)
     plan = DeploymentPlan(
+        mode="disagg" if row.mode == "disagg" else "agg",
         model=checkpoint,
         system=row.system,
         backend=row.backend,  # type: ignore[arg-type]
-        agg=engine,
         frontend_latency_ms=frontend_latency_ms,
+        **roles,
     )
     workload = SyntheticWorkload(
         isl=row.isl,
