@@ -41,6 +41,7 @@ from aisimulate.fidelity import (
     read_measured,
     signed_error_pct,
 )
+from aisimulate.fidelity.client import client_of
 from aisimulate.fidelity.measured import MeasuredRow, aic_silicon_path
 from aisimulate.fidelity.split import ACCEPTANCE_SYSTEMS, SPLITS, split_of
 from aisimulate.perf.calibration import e2e_fitted_models
@@ -54,6 +55,7 @@ OUT_COLUMNS = (
     "mode",
     "model",
     "checkpoint",
+    "client",
     "backend",
     "async_scheduling",
     "frontend_latency_ms",
@@ -189,6 +191,7 @@ def _write_out(path: Path, results: list[Outcome | Skipped]) -> None:
                     **base,
                     "status": "ok",
                     "checkpoint": r.checkpoint,
+                    "client": client_of(row).name,
                     "async_scheduling": r.case.plan.async_scheduling(r.case.plan.pools()[0][1]),
                     "frontend_latency_ms": r.case.plan.frontend_latency_ms,
                     "predicted_ttft_ms": round(p.ttft_ms, 3),

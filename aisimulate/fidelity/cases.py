@@ -16,6 +16,7 @@ from datetime import date
 
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.errors import UnknownNameError
+from aisimulate.fidelity.client import client_of
 from aisimulate.fidelity.measured import MeasuredRow, WorkerShape
 from aisimulate.perf.calibration import e2e_frontend_latency_ms, e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec
@@ -32,8 +33,6 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "nvfp4": ("nvfp4", "mxfp4"),
     "mxfp4": ("mxfp4", "nvfp4"),
 }
-MIN_REQUESTS = 100
-REQUESTS_PER_USER = 10
 # vLLM schedules asynchronously by default from 0.14 on (vllm-project/vllm#27614), released on
 # 2026-01-17; older releases ran synchronously unless told otherwise, and the benchmark files do
 # not record the flag. A row measured before that day cannot have run an asynchronous default.
@@ -139,8 +138,10 @@ def build_case(
     replay: every user finishes in the same pass and the next wave's prompts prefill together.
     On a real server, client and tokenizer timing noise can split the waves, so that a prompt
     prefills next to running decodes instead; whether it does depends on the scheduler (one
-    that prefills every waiting prompt at once merges them again). ``osl_spread`` spreads the
-    output lengths by that fraction (same mean) to reproduce the split; by default it is the
+    that prefills every waiting prompt at once merges them again). A client that drew its
+    lengths (InferenceX: uniform in [0.8 L, L], see ``aisimulate.fidelity.client``) splits them
+    as it did; for a client of fixed lengths, ``osl_spread`` spreads the output lengths by that
+    fraction (same mean) to reproduce the split; by default it is the
     backend's value fitted by ``benchmarks/calibrate_e2e.py``, as is ``frontend_latency_ms``, the
     time a measured request spends outside the engine (client, HTTP, tokenisation). A vLLM row
     schedules the way its release did by default.
@@ -161,12 +162,16 @@ def build_case(
     checkpoint = _checkpoint(row, spec)
     if isinstance(checkpoint, Skipped):
         return checkpoint
-    if osl_spread is None:
-        osl_spread = e2e_osl_spread(row.backend)
-    spread = round(osl_spread * row.osl)
-    osl: int | LengthDistribution = row.osl
-    if spread:  # clipped symmetrically at 3 sigma, so the mean stays the row's osl
-        osl = LengthDistribution(mean=row.osl, std=spread, min=row.osl - 3 * spread, max=row.osl + 3 * spread)
+    client = client_of(row)
+    isl, osl, spread = client.length(row.isl), client.length(row.osl), 0
+    if client.range_ratio is None:
+        if osl_spread is None:
+            osl_spread = e2e_osl_spread(row.backend)
+        spread = round(osl_spread * row.osl)
+        if spread:  # clipped symmetrically at 3 sigma, so the mean stays the row's osl
+            osl = LengthDistribution(
+                mean=row.osl, std=spread, min=row.osl - 3 * spread, max=row.osl + 3 * spread
+            )
     if frontend_latency_ms is None:
         frontend_latency_ms = e2e_frontend_latency_ms(row.backend)
     limits = {
@@ -198,9 +203,9 @@ def build_case(
         **roles,
     )
     workload = SyntheticWorkload(
-        isl=row.isl,
+        isl=isl,
         osl=osl,
-        num_requests=max(MIN_REQUESTS, REQUESTS_PER_USER * row.concurrency),
+        num_requests=client.num_prompts(row.concurrency),
         concurrency=row.concurrency,
     )
     return ReplayCase(row=row, model=checkpoint, plan=plan, workload=workload)
