@@ -13,7 +13,8 @@ run. Prints every row, every (system, backend, model, mode) group, each split (d
 validation; see ``aisimulate.fidelity.split``) by mode, backend and model with its coverage, the
 end-to-end calibration's fitted vs held-out rows, the skipped rows' reasons, and one JSON summary
 line. The acceptance systems' rows are held back unless ``--acceptance`` names them.
-``--every K`` replays every K-th row only. A malformed file exits 2 with one line.
+``--every K`` replays every K-th row only, ``--max-concurrency C`` the rows of at most C users
+(both time boxes: say so when quoting their numbers). A malformed file exits 2 with one line.
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", type=Path, default=None, help="write one row per input row as CSV")
     parser.add_argument("--every", type=int, default=1, help="replay every K-th row only")
+    parser.add_argument(
+        "--max-concurrency", type=int, default=None, help="only rows of at most this many users (a time box)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-row lines")
     return parser
 
@@ -230,6 +234,8 @@ def select_rows(rows: list[MeasuredRow], args: argparse.Namespace) -> tuple[list
     if args.models is not None:
         wanted = {m.lower() for m in args.models}
         kept = [r for r in kept if r.model.lower() in wanted]
+    if args.max_concurrency is not None:
+        kept = [r for r in kept if r.problem or r.concurrency <= args.max_concurrency]
     return kept[:: args.every], held_back
 
 

@@ -37,6 +37,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 # 2026-01-17; older releases ran synchronously unless told otherwise, and the benchmark files do
 # not record the flag. A row measured before that day cannot have run an asynchronous default.
 VLLM_ASYNC_DEFAULT_SINCE = (0, 14)
+DEFAULT_MAX_NUM_SEQS: int = EngineSpec.model_fields["max_num_seqs"].default
 VLLM_ASYNC_DEFAULT_RELEASED = date(2026, 1, 17)
 
 
@@ -179,13 +180,10 @@ def build_case(
         "max_model_len": row.isl + row.osl + 3 * spread,
         "async_scheduling": _async_scheduling(row),
     }
-    roles: dict[str, EngineSpec] = {}
-    if row.mode == "disagg":
-        assert row.prefill is not None and row.decode is not None
-        for role, shape in (("prefill", row.prefill), ("decode", row.decode)):
-            roles[role] = EngineSpec(**_engine_shape(shape, spec), replicas=shape.workers, **limits)
-    else:
-        shape = WorkerShape(
+    shapes = {"prefill": row.prefill, "decode": row.decode} if row.mode == "disagg" else {"agg": None}
+    roles = {}
+    for role, recorded in shapes.items():
+        shape = recorded or WorkerShape(
             tp=row.tp,
             pp=row.pp,
             attn_dp=row.attn_dp,
@@ -193,7 +191,13 @@ def build_case(
             moe_ep=row.moe_ep,
             workers=row.workers,
         )
-        roles["agg"] = EngineSpec(**_engine_shape(shape, spec), replicas=row.workers, **limits)
+        roles[role] = EngineSpec(
+            **_engine_shape(shape, spec),
+            replicas=shape.workers,
+            # Nor did its users wait for a sequence slot: each rank ran its share of them.
+            max_num_seqs=max(DEFAULT_MAX_NUM_SEQS, -(-row.concurrency // (shape.workers * shape.attn_dp))),
+            **limits,
+        )
     plan = DeploymentPlan(
         mode="disagg" if row.mode == "disagg" else "agg",
         model=checkpoint,

@@ -130,3 +130,10 @@ def test_acceptance_systems_are_held_back_unless_named(bench, tmp_path, capsys):
     assert (summary["rows"], summary["held_back_acceptance"]) == (2, 0)
     assert summary["splits"]["acceptance"]["rows"] == 1
     assert bench.main(["--csv", str(path), "--acceptance", "h100_sxm"]) == 2
+
+
+def test_a_concurrency_bound_keeps_the_smaller_runs(bench, capsys):
+    assert bench.main(["--csv", str(SILICON), "--quiet", "--max-concurrency", "8"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # c8, c8, c4, c4 and the unreadable row (skipped with its reason); not c16 or c512.
+    assert (summary["rows"], summary["replayed"]) == (5, 4)
