@@ -200,7 +200,7 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
         if recorded
         else None
     )
-    fields: dict[str, object] = {"mode": mode}
+    fields: dict[str, object] = {}
     if mode == "agg":
         tp = _silicon_int(cell, "tp_size", where, default=None)
         if tp is None:
@@ -280,6 +280,8 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
             "backend_version": _version(cell.get("backend_version", "")),
             "model": cell["model_path"].strip(),
             "source": source,
+            # Kept on a row that cannot be read too, so that its mode's coverage counts it.
+            "mode": "disagg" if cell["mode"].strip().lower() == "disagg" else "agg",
         }
         try:
             rows.append(MeasuredRow(**names, **_silicon_fields(cell, source, f"{path}:{line}")))  # type: ignore[arg-type]
