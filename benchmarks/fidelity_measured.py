@@ -258,6 +258,7 @@ BREAKDOWNS: dict[str, Callable[[Outcome], str]] = {
     "mode": lambda o: o.row.mode,
     "backend": lambda o: o.row.backend,
     "model": lambda o: o.checkpoint,
+    "client": lambda o: client_of(o.row).name,
 }
 
 

@@ -86,6 +86,7 @@ def test_aiconfigurator_rows_agg_and_disagg_come_out_per_split_with_coverage(ben
     assert (dev["rows"], dev["replayed"], dev["coverage"]) == (6, 5, round(5 / 6, 4))
     assert set(dev["by_mode"]) == {"agg", "disagg"} and dev["by_mode"]["disagg"]["tpot"]["n"] == 1
     assert set(dev["by_backend"]) == {"sglang", "trtllm", "vllm"}
+    assert set(dev["by_client"]) == {"inferencex", "fixed-lengths"}
     assert "median_signed_pct" in dev["all"]["ttft"]
 
 
