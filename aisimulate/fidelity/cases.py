@@ -17,7 +17,8 @@ from datetime import date
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.catalog.backends import BACKENDS
 from aisimulate.errors import UnknownNameError
-from aisimulate.fidelity.measured import MeasuredRow
+from aisimulate.fidelity.client import client_of
+from aisimulate.fidelity.measured import MeasuredRow, WorkerShape
 from aisimulate.perf.calibration import e2e_frontend_latency_ms, e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec
 from aisimulate.workload import LengthDistribution, SyntheticWorkload
@@ -34,18 +35,18 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "int4": ("int4",),
     "int4_wo": ("int4",),  # AIConfigurator's weight-only int4 (W4A16)
 }
-MIN_REQUESTS = 100
-REQUESTS_PER_USER = 10
 # vLLM schedules asynchronously by default from 0.14 on (vllm-project/vllm#27614), released on
 # 2026-01-17; older releases ran synchronously unless told otherwise, and the benchmark files do
 # not record the flag. A row measured before that day cannot have run an asynchronous default.
 VLLM_ASYNC_DEFAULT_SINCE = (0, 14)
+DEFAULT_MAX_NUM_SEQS: int = EngineSpec.model_fields["max_num_seqs"].default
 VLLM_ASYNC_DEFAULT_RELEASED = date(2026, 1, 17)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReplayCase:
-    """What to replay for one row: a single aggregated worker under the row's closed loop."""
+    """What to replay for one row: its aggregated workers, or its prefill and decode pools,
+    under the row's closed loop."""
 
     row: MeasuredRow
     model: str  # the catalog name of the checkpoint that ran
@@ -90,6 +91,31 @@ def _checkpoint(row: MeasuredRow, spec: ModelSpec) -> str | Skipped:
     return best.name
 
 
+def _engine_shape(shape: WorkerShape, spec: ModelSpec) -> dict[str, int | None]:
+    """The engine's parallel fields of a recorded worker shape.
+
+    Our shape (AIConfigurator's and TRT-LLM's) gives a worker ``tp * attention_dp`` GPUs, and
+    its MoE spans them all. Some vLLM/SGLang rows record the worker's GPUs as ``tp`` and the
+    attention-DP ranks inside it (``tp 4, attention_dp 4, moe_tp 4``: 4 GPUs, one per rank);
+    the expert split, which spans the worker's GPUs, tells the two readings apart.
+    """
+    tp = shape.tp
+    if (
+        spec.is_moe
+        and shape.attn_dp > 1
+        and shape.moe_tp * shape.moe_ep == shape.tp
+        and shape.tp % shape.attn_dp == 0
+    ):
+        tp = shape.tp // shape.attn_dp
+    return {
+        "tp": tp,
+        "pp": shape.pp,
+        "attention_dp": shape.attn_dp,
+        "moe_tp": shape.moe_tp if spec.is_moe else None,
+        "moe_ep": shape.moe_ep if spec.is_moe else None,
+    }
+
+
 def _async_scheduling(row: MeasuredRow) -> bool | None:
     """The scheduling mode of the row's vLLM release; None (the engine default) when unknown.
 
@@ -115,12 +141,16 @@ def build_case(
     replay: every user finishes in the same pass and the next wave's prompts prefill together.
     On a real server, client and tokenizer timing noise can split the waves, so that a prompt
     prefills next to running decodes instead; whether it does depends on the scheduler (one
-    that prefills every waiting prompt at once merges them again). ``osl_spread`` spreads the
-    output lengths by that fraction (same mean) to reproduce the split; by default it is the
+    that prefills every waiting prompt at once merges them again). A client that drew its
+    lengths (InferenceX: uniform in [0.8 L, L], see ``aisimulate.fidelity.client``) splits them
+    as it did; for a client of fixed lengths, ``osl_spread`` spreads the output lengths by that
+    fraction (same mean) to reproduce the split; by default it is the
     backend's value fitted by ``benchmarks/calibrate_e2e.py``, as is ``frontend_latency_ms``, the
     time a measured request spends outside the engine (client, HTTP, tokenisation). A vLLM row
     schedules the way its release did by default.
     """
+    if row.problem:
+        return Skipped(row=row, reason=row.problem)
     if row.measured_ttft_ms is None or row.measured_tpot_ms is None:
         return Skipped(row=row, reason="no measured TTFT or TPOT")
     if row.osl < 2:
@@ -135,35 +165,53 @@ def build_case(
     checkpoint = _checkpoint(row, spec)
     if isinstance(checkpoint, Skipped):
         return checkpoint
-    if osl_spread is None:
-        osl_spread = e2e_osl_spread(row.backend)
-    spread = round(osl_spread * row.osl)
-    osl: int | LengthDistribution = row.osl
-    if spread:  # clipped symmetrically at 3 sigma, so the mean stays the row's osl
-        osl = LengthDistribution(mean=row.osl, std=spread, min=row.osl - 3 * spread, max=row.osl + 3 * spread)
-    engine = EngineSpec(
-        tp=row.tp,
-        pp=row.pp,
-        attention_dp=row.attn_dp,
-        moe_tp=row.moe_tp if spec.is_moe else None,
-        moe_ep=row.moe_ep if spec.is_moe else None,
-        # The benchmark's sequences are all it must hold: a server that ran it had room for them.
-        max_model_len=row.isl + row.osl + 3 * spread,
-        async_scheduling=_async_scheduling(row),
-    )
+    client = client_of(row)
+    isl, osl, spread = client.length(row.isl), client.length(row.osl), 0
+    if client.range_ratio is None:
+        if osl_spread is None:
+            osl_spread = e2e_osl_spread(row.backend)
+        spread = round(osl_spread * row.osl)
+        if spread:  # clipped symmetrically at 3 sigma, so the mean stays the row's osl
+            osl = LengthDistribution(
+                mean=row.osl, std=spread, min=row.osl - 3 * spread, max=row.osl + 3 * spread
+            )
     if frontend_latency_ms is None:
         frontend_latency_ms = e2e_frontend_latency_ms(row.backend)
+    limits = {
+        # The benchmark's sequences are all it must hold: a server that ran it had room for them.
+        "max_model_len": row.isl + row.osl + 3 * spread,
+        "async_scheduling": _async_scheduling(row),
+    }
+    shapes = {"prefill": row.prefill, "decode": row.decode} if row.mode == "disagg" else {"agg": None}
+    roles = {}
+    for role, recorded in shapes.items():
+        shape = recorded or WorkerShape(
+            tp=row.tp,
+            pp=row.pp,
+            attn_dp=row.attn_dp,
+            moe_tp=row.moe_tp,
+            moe_ep=row.moe_ep,
+            workers=row.workers,
+        )
+        roles[role] = EngineSpec(
+            **_engine_shape(shape, spec),
+            replicas=shape.workers,
+            # Nor did its users wait for a sequence slot: each rank ran its share of them.
+            max_num_seqs=max(DEFAULT_MAX_NUM_SEQS, -(-row.concurrency // (shape.workers * shape.attn_dp))),
+            **limits,
+        )
     plan = DeploymentPlan(
+        mode="disagg" if row.mode == "disagg" else "agg",
         model=checkpoint,
         system=row.system,
         backend=row.backend,  # type: ignore[arg-type]
-        agg=engine,
         frontend_latency_ms=frontend_latency_ms,
+        **roles,
     )
     workload = SyntheticWorkload(
-        isl=row.isl,
+        isl=isl,
         osl=osl,
-        num_requests=max(MIN_REQUESTS, REQUESTS_PER_USER * row.concurrency),
+        num_requests=client.num_prompts(row.concurrency),
         concurrency=row.concurrency,
     )
     return ReplayCase(row=row, model=checkpoint, plan=plan, workload=workload)

@@ -6,11 +6,20 @@ measured mean TTFT and TPOT). Extra columns are ignored, so exports of other too
 as they are. The measured latencies may be named ``measured_ttft_ms`` / ``measured_tpot_ms``
 or plain ``ttft_ms`` / ``tpot_ms``. The optional ``backend_version`` and ``measured`` (the day the
 benchmark ran) tell which release's defaults the server ran with.
+
+AIConfigurator's serving-run format (``systems/silicon_sample.csv``: ``model_path``,
+``*_size`` shape columns, ``prefill_*``/``decode_*`` worker columns, ``silicon_ttft_ms`` /
+``silicon_tpot_ms``) is read too, aggregated and disaggregated rows alike. That file is a
+third party's export with blanks where a run did not record something, so a row of it that
+cannot be read keeps its place with the reason (``MeasuredRow.problem``) instead of stopping
+the read; a missing column still does.
 """
 
 from __future__ import annotations
 
 import csv
+import importlib.util
+import re
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -19,6 +28,20 @@ from aisimulate.errors import ConfigError
 
 REQUIRED = ("system", "backend", "model", "isl", "osl", "concurrency", "tp")
 MEASURED = {"ttft": ("measured_ttft_ms", "ttft_ms"), "tpot": ("measured_tpot_ms", "tpot_ms")}
+SILICON_REQUIRED = ("id", "silicon_data_source", "backend", "model_path", "system", "mode", "isl", "osl")
+SILICON_MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkerShape:
+    """One role of a disaggregated run: the shape of each worker and how many ran."""
+
+    tp: int
+    pp: int = 1
+    attn_dp: int = 1
+    moe_tp: int = 1
+    moe_ep: int = 1
+    workers: int = 1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,6 +69,12 @@ class MeasuredRow:
     moe_ep: int
     measured_ttft_ms: float | None
     measured_tpot_ms: float | None
+    mode: str = "agg"  # "agg", or "disagg" with ``prefill`` and ``decode`` set
+    workers: int = 1  # aggregated replicas that shared the concurrency
+    prefill: WorkerShape | None = None
+    decode: WorkerShape | None = None
+    source: str = ""  # where the row came from, as written (AIConfigurator's silicon_data_source)
+    problem: str = ""  # why the row cannot be replayed as read (blank: it can)
 
     def measured_ms(self, metric: str) -> float | None:
         """The measured mean ``"ttft"`` or ``"tpot"``."""
@@ -108,8 +137,162 @@ def _measured_column(header: list[str], metric: str, path: Path) -> str:
     raise ConfigError(f"missing column {names}", where=f"{path}:1")
 
 
+def aic_silicon_path() -> Path:
+    """The serving runs AIConfigurator ships (``systems/silicon_sample.csv`` of the installed
+    ``aiconfigurator_core``), located without importing the package."""
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            'AIConfigurator is not installed: pip install "aisimulate[aic]", or pass --csv FILE',
+            where="--aic-silicon",
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "systems" / "silicon_sample.csv"
+    if not path.is_file():
+        raise ConfigError(f"the installed AIConfigurator has no {path.name}", where=str(path))
+    return path
+
+
+def _source_field(source: str, key: str) -> str:
+    """``key=value`` out of a silicon_data_source (``db-dump/...; key=value; ...``)."""
+    found = re.search(rf"(?:^|;)\s*{key}=([^;]*)", source)
+    return found[1].strip() if found else ""
+
+
+def _silicon_int(cell: dict[str, str], field: str, where: str, *, default: int | None = 1) -> int | None:
+    """A shape cell; blank is ``default`` and 0 means 1, as the export writes "not split"."""
+    text = cell.get(field, "").strip()
+    if not text:
+        return default
+    return _int(text, field=field, where=f"{where}: {field}", zero_is_one=True)
+
+
+def _worker_shape(cell: dict[str, str], role: str, where: str) -> WorkerShape:
+    tp = _silicon_int(cell, f"{role}_tp_size", where, default=None)
+    if tp is None:
+        raise ConfigError(f"{role}_tp_size is blank", where=f"{where}: {role}_tp_size")
+    workers = _silicon_int(cell, f"{role}_num_workers", where, default=None)
+    if workers is None:
+        raise ConfigError("disaggregated worker counts not recorded", where=f"{where}: {role}_num_workers")
+    return WorkerShape(
+        tp=tp,
+        pp=_silicon_int(cell, f"{role}_pp_size", where) or 1,
+        attn_dp=_silicon_int(cell, f"{role}_attention_dp_size", where) or 1,
+        moe_tp=_silicon_int(cell, f"{role}_moe_tp_size", where) or 1,
+        moe_ep=_silicon_int(cell, f"{role}_moe_ep_size", where) or 1,
+        workers=workers,
+    )
+
+
+def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, object]:
+    """The fields of one silicon row past its names; raises ``ConfigError`` for a cell it lacks.
+
+    The concurrency the client ran is the source's ``silicon_concurrency``; without it, the
+    batch sizes times the ranks that shared it. ``batch_size`` is per attention-DP rank of one
+    aggregated worker, so a concurrency that is a whole multiple of batch × attention DP
+    ran on that many aggregated replicas.
+    """
+    mode = cell["mode"].strip().lower()
+    if mode not in ("agg", "disagg"):
+        raise ConfigError(f"mode must be agg or disagg, but got {cell['mode']!r}", where=f"{where}: mode")
+    recorded = _source_field(source, "silicon_concurrency")
+    concurrency = (
+        _int(recorded, field="silicon_concurrency", where=f"{where}: silicon_data_source")
+        if recorded
+        else None
+    )
+    fields: dict[str, object] = {}
+    if mode == "agg":
+        tp = _silicon_int(cell, "tp_size", where, default=None)
+        if tp is None:
+            raise ConfigError("tp_size is blank", where=f"{where}: tp_size")
+        attn_dp = _silicon_int(cell, "attention_dp_size", where) or 1
+        per_worker = _silicon_int(cell, "batch_size", where, default=None)
+        per_worker = per_worker * attn_dp if per_worker is not None else None
+        concurrency = concurrency or per_worker
+        workers = 1
+        if concurrency and per_worker and concurrency % per_worker == 0:
+            workers = concurrency // per_worker
+        fields.update(
+            tp=tp,
+            pp=_silicon_int(cell, "pp_size", where) or 1,
+            attn_dp=attn_dp,
+            moe_tp=_silicon_int(cell, "moe_tp_size", where) or 1,
+            moe_ep=_silicon_int(cell, "moe_ep_size", where) or 1,
+            workers=workers,
+        )
+    else:
+        prefill, decode = _worker_shape(cell, "prefill", where), _worker_shape(cell, "decode", where)
+        batch = _silicon_int(cell, "decode_batch_size", where, default=None)
+        concurrency = concurrency or (batch and batch * decode.attn_dp * decode.workers)
+        fields.update(
+            tp=decode.tp,
+            pp=decode.pp,
+            attn_dp=decode.attn_dp,
+            moe_tp=decode.moe_tp,
+            moe_ep=decode.moe_ep,
+            prefill=prefill,
+            decode=decode,
+        )
+    if not concurrency:
+        raise ConfigError("concurrency not recorded", where=f"{where}: silicon_data_source")
+    ttft, tpot = (_latency(cell[c], field=c, where=f"{where}: {c}") for c in SILICON_MEASURED)
+    return fields | {
+        "concurrency": concurrency,
+        "measured_on": _day(_source_field(source, "measured"), where=f"{where}: silicon_data_source"),
+        "precision": cell.get("precision", "").strip().lower(),
+        "gemm_quant": cell.get("gemm_quant_mode", "").strip().lower(),
+        "moe_quant": cell.get("moe_quant_mode", "").strip().lower(),
+        "isl": _int(cell["isl"], field="isl", where=f"{where}: isl"),
+        "osl": _int(cell["osl"], field="osl", where=f"{where}: osl"),
+        "measured_ttft_ms": ttft,
+        "measured_tpot_ms": tpot,
+    }
+
+
+_UNREAD: dict[str, object] = {
+    "measured_on": None,
+    "precision": "",
+    "gemm_quant": "",
+    "moe_quant": "",
+    "isl": 1,
+    "osl": 1,
+    "concurrency": 1,
+    "tp": 1,
+    "pp": 1,
+    "attn_dp": 1,
+    "moe_tp": 1,
+    "moe_ep": 1,
+    "measured_ttft_ms": None,
+    "measured_tpot_ms": None,
+}
+
+
+def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
+    rows = []
+    for line, raw in enumerate(reader, start=2):
+        cell = {k: (v or "") for k, v in raw.items() if k is not None}
+        source = cell["silicon_data_source"].strip()
+        names = {
+            "id": cell["id"].strip() or f"line{line}",
+            "line": line,
+            "system": cell["system"].strip(),
+            "backend": cell["backend"].strip().lower(),
+            "backend_version": _version(cell.get("backend_version", "")),
+            "model": cell["model_path"].strip(),
+            "source": source,
+            # Kept on a row that cannot be read too, so that its mode's coverage counts it.
+            "mode": "disagg" if cell["mode"].strip().lower() == "disagg" else "agg",
+        }
+        try:
+            rows.append(MeasuredRow(**names, **_silicon_fields(cell, source, f"{path}:{line}")))  # type: ignore[arg-type]
+        except ConfigError as err:
+            rows.append(MeasuredRow(**names, **_UNREAD, problem=str(err)))  # type: ignore[arg-type]
+    return rows
+
+
 def read_measured(path: str | Path) -> list[MeasuredRow]:
-    """All rows of a measured-benchmark CSV; a malformed cell raises ``ConfigError`` naming it."""
+    """All rows of a measured-benchmark CSV; a malformed cell raises ``ConfigError`` naming it
+    (in AIConfigurator's silicon format, it marks that row's ``problem`` instead)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -117,6 +300,11 @@ def read_measured(path: str | Path) -> list[MeasuredRow]:
         raise ConfigError(f"cannot read measured benchmarks: {err.strerror}", where=str(path)) from None
     reader = csv.DictReader(text.splitlines())
     header = list(reader.fieldnames or [])
+    if "silicon_data_source" in header:
+        missing = [c for c in (*SILICON_REQUIRED, *SILICON_MEASURED) if c not in header]
+        if missing:
+            raise ConfigError(f"missing column(s) {', '.join(missing)}", where=f"{path}:1")
+        return _read_silicon(path, reader)
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ConfigError(f"missing column(s) {', '.join(missing)}", where=f"{path}:1")
@@ -157,6 +345,7 @@ def read_measured(path: str | Path) -> list[MeasuredRow]:
                 ),
                 measured_ttft_ms=_latency(cell[ttft_col], field=ttft_col, where=where(ttft_col)),
                 measured_tpot_ms=_latency(cell[tpot_col], field=tpot_col, where=where(tpot_col)),
+                source=cell.get("source_file", "").strip(),
             )
         )
     return rows

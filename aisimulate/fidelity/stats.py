@@ -14,27 +14,32 @@ def signed_error_pct(predicted: float, measured: float) -> float:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ErrorStats:
-    """Median and mean of |error| in percent over ``n`` rows (NaN when there are none)."""
+    """Median and mean of |error| and of the signed error, in percent, over ``n`` rows (NaN when
+    there are none). The signed ones show the direction: negative is predicted too fast."""
 
     n: int
     median_abs_pct: float
     mean_abs_pct: float
+    median_signed_pct: float = float("nan")
+    mean_signed_pct: float = float("nan")
 
     def as_dict(self) -> dict[str, float | int | None]:
         """JSON-ready: rounded, and None rather than NaN when there are no rows."""
+        keys = ("median_abs_pct", "mean_abs_pct", "median_signed_pct", "mean_signed_pct")
         if not self.n:
-            return {"n": 0, "median_abs_pct": None, "mean_abs_pct": None}
-        return {
-            "n": self.n,
-            "median_abs_pct": round(self.median_abs_pct, 2),
-            "mean_abs_pct": round(self.mean_abs_pct, 2),
-        }
+            return {"n": 0} | dict.fromkeys(keys)
+        return {"n": self.n} | {k: round(getattr(self, k), 2) for k in keys}
 
 
 def error_stats(signed_pct: Iterable[float]) -> ErrorStats:
-    absolute = [abs(e) for e in signed_pct]
-    if not absolute:
+    signed = list(signed_pct)
+    if not signed:
         return ErrorStats(n=0, median_abs_pct=float("nan"), mean_abs_pct=float("nan"))
+    absolute = [abs(e) for e in signed]
     return ErrorStats(
-        n=len(absolute), median_abs_pct=statistics.median(absolute), mean_abs_pct=statistics.fmean(absolute)
+        n=len(signed),
+        median_abs_pct=statistics.median(absolute),
+        mean_abs_pct=statistics.fmean(absolute),
+        median_signed_pct=statistics.median(signed),
+        mean_signed_pct=statistics.fmean(signed),
     )

@@ -138,3 +138,56 @@ def test_the_calibrated_frontend_latency_is_replayed_unless_overridden(rows):
     row = rows["llama8b_nvidia_fp8_c4"]
     assert build_case(row).plan.frontend_latency_ms == e2e_frontend_latency_ms("vllm") > 0
     assert build_case(row, frontend_latency_ms=0.0).plan.frontend_latency_ms == 0.0
+
+
+SILICON = Path(__file__).parent / "data" / "silicon_small.csv"
+
+
+@pytest.fixture(scope="module")
+def silicon():
+    return {r.id: r for r in read_measured(SILICON)}
+
+
+def test_a_disaggregated_row_replays_its_prefill_and_decode_pools(silicon):
+    case = build_case(silicon["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"])
+    plan = case.plan
+    assert plan.mode == "disagg" and plan.agg is None
+    p, d = plan.prefill, plan.decode
+    assert (p.tp, p.attention_dp, p.moe_tp, p.moe_ep, p.replicas) == (1, 4, 1, 4, 1)
+    assert (d.tp, d.attention_dp, d.moe_tp, d.moe_ep, d.replicas) == (8, 1, 1, 8, 4)
+    assert plan.kv_transfer_bandwidth_gbps is None  # over the system's own links
+    assert case.workload.concurrency == 4
+
+
+def test_aggregated_replicas_share_the_concurrency(silicon):
+    case = build_case(silicon["qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c8_tp2_epnone_4"])
+    assert (case.plan.agg.tp, case.plan.agg.replicas, case.workload.concurrency) == (2, 2, 8)
+
+
+def test_a_worker_recorded_by_its_gpus_reads_attention_dp_inside_them(silicon):
+    row = replace(
+        silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"], tp=8, attn_dp=8, moe_tp=1, moe_ep=8
+    )
+    agg = build_case(row).plan.agg
+    assert (agg.tp, agg.attention_dp, agg.moe_ep) == (1, 8, 8)  # 8 GPUs, one per attention-DP rank
+    as_recorded = build_case(replace(row, tp=1)).plan.agg
+    assert (as_recorded.tp, as_recorded.attention_dp) == (1, 8)
+
+
+def test_a_row_that_could_not_be_read_is_skipped_with_that_reason(silicon):
+    result = build_case(
+        silicon["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
+    )
+    assert isinstance(result, Skipped)
+    assert result.reason.startswith("disaggregated worker counts not recorded")
+
+
+def test_each_rank_has_a_sequence_slot_for_its_share_of_the_users(silicon):
+    row = silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"]
+    assert build_case(row).plan.agg.max_num_seqs == 256  # the engine default when it suffices
+    big = build_case(replace(row, concurrency=2048, tp=8, attn_dp=2, moe_tp=1, moe_ep=16, workers=2)).plan.agg
+    assert big.max_num_seqs == 512  # 2048 users over 2 workers x 2 attention-DP ranks
+    disagg = build_case(
+        replace(silicon["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"], concurrency=4096)
+    )
+    assert (disagg.plan.prefill.max_num_seqs, disagg.plan.decode.max_num_seqs) == (1024, 1024)

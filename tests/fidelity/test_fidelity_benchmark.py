@@ -63,3 +63,78 @@ def test_a_bad_file_is_one_line_and_exit_2(bench, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert f"{bad}:2: isl" in err
+
+
+SILICON = Path(__file__).parent / "data" / "silicon_small.csv"
+
+
+def test_aiconfigurator_rows_agg_and_disagg_come_out_per_split_with_coverage(bench, tmp_path, capsys):
+    out = tmp_path / "rows.csv"
+    assert bench.main(["--csv", str(SILICON), "--out", str(out), "--quiet"]) == 0
+    rows = {r["id"]: r for r in csv.DictReader(out.open())}
+    assert len(rows) == 7
+    disagg = rows["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"]
+    assert (disagg["status"], disagg["mode"], disagg["split"]) == ("ok", "disagg", "development")
+    assert rows["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"]["split"] == "validation"
+    skipped = rows["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
+    assert skipped["status"].startswith("skipped: disaggregated worker counts not recorded")
+    text = capsys.readouterr().out
+    assert "split development: 5/6 rows replayed" in text and "split validation: 1/1 rows replayed" in text
+    summary = json.loads(text.strip().splitlines()[-1])
+    assert (summary["rows"], summary["replayed"], summary["skipped"]) == (7, 6, 1)
+    dev = summary["splits"]["development"]
+    assert (dev["rows"], dev["replayed"], dev["coverage"]) == (6, 5, round(5 / 6, 4))
+    assert set(dev["by_mode"]) == {"agg", "disagg"} and dev["by_mode"]["disagg"]["tpot"]["n"] == 1
+    assert set(dev["by_backend"]) == {"sglang", "trtllm", "vllm"}
+    assert set(dev["by_client"]) == {"inferencex", "fixed-lengths"}
+    assert "median_signed_pct" in dev["all"]["ttft"]
+
+
+def test_filters_pick_systems_and_models(bench, capsys):
+    assert (
+        bench.main(["--csv", str(SILICON), "--quiet", "--systems", "gb200", "--models", "Qwen/Qwen3-32B"])
+        == 0
+    )
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (summary["rows"], summary["replayed"]) == (1, 1)
+
+
+def test_no_row_stops_the_run_whatever_its_replay_raises(bench, monkeypatch, capsys):
+    real = bench.predict
+
+    def flaky(case, *, perf):
+        if case.row.system == "gb200":
+            raise RuntimeError("no data for this MoE shape\nsecond line")
+        return real(case, perf=perf)
+
+    monkeypatch.setattr(bench, "predict", flaky)
+    assert bench.main(["--csv", str(SILICON), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "RuntimeError: no data for this MoE shape" in text and "second line" not in text
+    summary = json.loads(text.strip().splitlines()[-1])
+    assert (summary["replayed"], summary["skipped"]) == (4, 3)
+
+
+def test_acceptance_systems_are_held_back_unless_named(bench, tmp_path, capsys):
+    # A development row relabelled: the guard works on the system name alone.
+    lines = SILICON.read_text().splitlines()
+    relabelled = lines[1].replace(",h100_sxm,", ",h200_sxm,")
+    path = tmp_path / "with_acceptance.csv"
+    path.write_text("\n".join([lines[0], lines[1], relabelled]) + "\n")
+    assert bench.main(["--csv", str(path), "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (summary["rows"], summary["held_back_acceptance"]) == (1, 1)
+    assert bench.main(["--csv", str(path), "--quiet", "--systems", "h200_sxm"]) == 2
+    assert "h200_sxm is in the acceptance set" in capsys.readouterr().err
+    assert bench.main(["--csv", str(path), "--quiet", "--acceptance", "h200_sxm"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (summary["rows"], summary["held_back_acceptance"]) == (2, 0)
+    assert summary["splits"]["acceptance"]["rows"] == 1
+    assert bench.main(["--csv", str(path), "--acceptance", "h100_sxm"]) == 2
+
+
+def test_a_concurrency_bound_keeps_the_smaller_runs(bench, capsys):
+    assert bench.main(["--csv", str(SILICON), "--quiet", "--max-concurrency", "8"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # c8, c8, c4, c4 and the unreadable row (skipped with its reason); not c16 or c512.
+    assert (summary["rows"], summary["replayed"]) == (5, 4)

@@ -57,3 +57,74 @@ def test_missing_columns_are_named(tmp_path):
     path.write_text("system,model\n")
     with pytest.raises(ConfigError, match=r"missing column\(s\) backend, isl, osl, concurrency, tp"):
         read_measured(path)
+
+
+SILICON = Path(__file__).parent / "data" / "silicon_small.csv"
+
+
+@pytest.fixture(scope="module")
+def silicon():
+    return {r.id: r for r in read_measured(SILICON)}
+
+
+def test_aiconfigurator_rows_read_with_the_clients_concurrency(silicon):
+    row = silicon["qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"]
+    assert (row.mode, row.system, row.model, row.concurrency, row.tp, row.workers) == (
+        "agg",
+        "h100_sxm",
+        "Qwen/Qwen3-32B",
+        8,
+        1,
+        1,
+    )
+    assert (row.precision, row.gemm_quant, row.backend_version) == ("fp8", "fp8", "1.0.0rc3")
+    assert row.source.startswith("source_file=/Users/")
+    assert row.measured_ttft_ms == pytest.approx(272.0, abs=0.1)
+
+
+def test_a_concurrency_over_several_batches_ran_on_that_many_replicas(silicon):
+    row = silicon["qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c8_tp2_epnone_4"]
+    # batch 4 per worker, 8 users: two aggregated workers; the export's 0 means "not split".
+    assert (row.concurrency, row.workers, row.attn_dp, row.moe_tp, row.moe_ep) == (8, 2, 1, 1, 1)
+    assert row.measured_on == date(2026, 3, 23)
+
+
+def test_disaggregated_rows_carry_both_roles_and_their_worker_counts(silicon):
+    row = silicon["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"]
+    assert row.mode == "disagg" and row.problem == ""
+    p, d = row.prefill, row.decode
+    assert (p.tp, p.attn_dp, p.moe_ep, p.workers) == (1, 4, 4, 1)
+    assert (d.tp, d.attn_dp, d.moe_ep, d.workers) == (8, 1, 8, 4)
+    assert row.concurrency == 4 and row.backend_version == "0.8.1.post2"
+
+
+def test_a_row_missing_what_a_replay_needs_keeps_its_place_with_the_reason(silicon):
+    row = silicon["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
+    assert "disaggregated worker counts not recorded" in row.problem
+    assert row.mode == "disagg"  # counted with its mode's rows
+    assert f"{SILICON}:7: prefill_num_workers" in row.problem
+    assert len(silicon) == 7
+
+
+def test_a_silicon_file_without_a_needed_column_is_one_error(tmp_path):
+    path = tmp_path / "cut.csv"
+    path.write_text("id,silicon_data_source,backend,model_path,system,mode,isl,osl,silicon_ttft_ms\n")
+    with pytest.raises(ConfigError, match=re.escape(f"missing column(s) silicon_tpot_ms [{path}:1]")):
+        read_measured(path)
+
+
+def test_the_installed_silicon_file_is_found_without_importing_aiconfigurator(tmp_path, monkeypatch):
+    import importlib.machinery
+    import importlib.util
+
+    from aisimulate.fidelity.measured import aic_silicon_path
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError, match="AIConfigurator is not installed"):
+        aic_silicon_path()
+    (tmp_path / "systems").mkdir()
+    (tmp_path / "systems" / "silicon_sample.csv").write_text("id\n")
+    spec = importlib.machinery.ModuleSpec("aiconfigurator_core", None, is_package=True)
+    spec.submodule_search_locations = [str(tmp_path)]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
+    assert aic_silicon_path() == tmp_path / "systems" / "silicon_sample.csv"

@@ -16,7 +16,19 @@ def test_summaries_are_over_absolute_errors():
     assert (stats.n, stats.median_abs_pct, stats.mean_abs_pct) == (4, 15.0, 16.25)
 
 
+def test_signed_summaries_show_the_direction():
+    stats = error_stats([-30.0, 10.0, 20.0, -5.0])
+    assert (stats.median_signed_pct, stats.mean_signed_pct) == (2.5, -1.25)
+    assert stats.as_dict()["median_signed_pct"] == 2.5
+
+
 def test_no_rows_give_nan_stats_and_json_nulls():
     stats = error_stats([])
     assert stats.n == 0 and math.isnan(stats.median_abs_pct)
-    assert json.loads(json.dumps(stats.as_dict())) == {"n": 0, "median_abs_pct": None, "mean_abs_pct": None}
+    assert json.loads(json.dumps(stats.as_dict())) == {
+        "n": 0,
+        "median_abs_pct": None,
+        "mean_abs_pct": None,
+        "median_signed_pct": None,
+        "mean_signed_pct": None,
+    }

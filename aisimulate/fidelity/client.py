@@ -1,0 +1,67 @@
+"""The load generator a measured row ran under, told apart by where the row came from.
+
+**InferenceX** (SemiAnalysis; ``benchmarks/benchmark_lib.sh`` and
+``utils/bench_serving/benchmark_serving.py``) is the client of the rows whose source is its
+results database (``silicon_data_source`` starting ``db-dump/``) or one of its dated exports
+(``source_file=YYYY-MM-DD.csv``; those rows carry InferenceX's model names, its container images
+and its sequence configs 1k/1k, 1k/8k and 8k/1k). Its random dataset draws every request's input
+and output length uniformly from the integers in [int(``random_range_ratio`` × L), L] (0.8 by
+default), generates with ``--ignore-eos`` (every request produces its drawn length), sends with an
+unlimited request rate under ``max_concurrency`` = the row's concurrency, and counts
+``num_prompts`` = 10 × concurrency requests. Its ``2 × concurrency`` warm-up requests are all
+awaited before the counted run starts, so the counted run begins on an idle server, ramp-up
+included; a replay without cold-start effects reproduces that by not replaying them. TTFT and
+TPOT are means over the counted requests, TPOT per request being (e2e − TTFT) / (output − 1),
+the replay's own definition.
+
+**Every other source** — the AIConfigurator team's gap-analysis runs
+(``source_file=/.../aic-auto-gap-analysis/...``, Dynamo deployments with their job ids), and
+files of our own format without such a name — records no client settings. Their sequence lengths
+(1024/128, 2000/500, 4000/1000, ...) are nominal fixed lengths, so they replay every request at
+exactly those lengths, with the output-length spread fitted by ``benchmarks/calibrate_e2e.py``
+standing in for what desynchronised the measured closed loops, and max(100, 10 × concurrency)
+requests.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aisimulate.fidelity.measured import MeasuredRow
+from aisimulate.workload import LengthDistribution
+
+INFERENCEX_RANGE_RATIO = 0.8
+_DATED_EXPORT = re.compile(r"^(?:source_file=)?\d{4}-\d{2}-\d{2}\.csv(?:;|$)")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Client:
+    """How a row's load generator drew its requests and how many it counted."""
+
+    name: str
+    range_ratio: float | None  # lengths uniform in [int(ratio × L), L]; None: exactly L
+    prompts_per_user: int
+    min_prompts: int
+
+    def num_prompts(self, concurrency: int) -> int:
+        return max(self.min_prompts, self.prompts_per_user * concurrency)
+
+    def length(self, nominal: int) -> int | LengthDistribution:
+        """The distribution of one request's length for a nominal (the row's) length."""
+        if self.range_ratio is None:
+            return nominal
+        low = max(1, int(nominal * self.range_ratio))
+        return nominal if low == nominal else LengthDistribution(dist="uniform", min=low, max=nominal)
+
+
+INFERENCEX = Client(name="inferencex", range_ratio=INFERENCEX_RANGE_RATIO, prompts_per_user=10, min_prompts=1)
+FIXED_LENGTHS = Client(name="fixed-lengths", range_ratio=None, prompts_per_user=10, min_prompts=100)
+
+
+def client_of(row: MeasuredRow) -> Client:
+    """The client that measured ``row``, from its recorded source."""
+    source = row.source.strip()
+    if source.startswith("db-dump/") or _DATED_EXPORT.match(source):
+        return INFERENCEX
+    return FIXED_LENGTHS

@@ -1,0 +1,55 @@
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from aisimulate.fidelity import ReplayCase, build_case, read_measured
+from aisimulate.fidelity.client import FIXED_LENGTHS, INFERENCEX, client_of
+
+SILICON = Path(__file__).parent / "data" / "silicon_small.csv"
+
+
+@pytest.fixture(scope="module")
+def silicon():
+    return {r.id: r for r in read_measured(SILICON)}
+
+
+@pytest.mark.parametrize(
+    ("source", "client"),
+    [
+        ("db-dump/2026-04-27; config_id=486; silicon_concurrency=4", INFERENCEX),
+        ("source_file=2026-03-25.csv; model=GLM-5; silicon_concurrency=5", INFERENCEX),
+        ("2026-04-06.csv", INFERENCEX),  # our own format's source_file column
+        (
+            "source_file=/Users/x/aic-auto-gap-analysis/data/h100_sxm/trtllm/1.0.0rc3/Qwen_Qwen3-32B.csv",
+            FIXED_LENGTHS,
+        ),
+        ("Qwen_Qwen3-32B.csv", FIXED_LENGTHS),
+        ("", FIXED_LENGTHS),
+    ],
+)
+def test_the_client_is_told_by_the_rows_source(silicon, source, client):
+    row = next(iter(silicon.values()))
+    assert client_of(replace(row, source=source)) is client
+
+
+def test_an_inferencex_row_draws_its_lengths_and_counts_ten_prompts_per_user(silicon):
+    case = build_case(silicon["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"])
+    assert isinstance(case, ReplayCase)
+    w = case.workload
+    for length in (w.isl, w.osl):
+        assert (length.dist, length.min, length.max) == ("uniform", 819, 1024)  # int(0.8 x 1024)
+    assert (w.num_requests, w.concurrency) == (40, 4)  # 10 x concurrency, no floor
+    assert case.plan.prefill.max_model_len == 1024 + 1024
+    # The drawn lengths desynchronise the loop; no fitted spread is added on top.
+    assert (
+        build_case(silicon["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"], osl_spread=0.5).workload == w
+    )
+
+
+def test_a_fixed_length_client_keeps_the_fitted_spread_and_the_request_floor(silicon):
+    row = silicon["qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"]
+    w = build_case(row, osl_spread=0.02).workload
+    assert w.isl == 1024 and w.osl.dist == "normal" and w.osl.mean == 128
+    assert w.num_requests == 100
+    assert FIXED_LENGTHS.length(1000) == 1000 and INFERENCEX.length(1) == 1
