@@ -222,11 +222,16 @@ class SearchSpace(StrictModel, protected_namespaces=()):
             raise _invalid("kv_event_lag_ms delays KV events, but use_kv_events is false", "kv_event_lag_ms")
         return self
 
-    def resolve_model(self) -> ModelSpec:
-        return get_model(self.model_name, where="search_space.model_name")
+    def resolve_model(self, *, where: str | None = None) -> ModelSpec:
+        return get_model(self.model_name, where=_field_at("search_space.model_name", where))
 
-    def resolve_system(self) -> System:
-        return get_system(self.hardware_sku, where="search_space.hardware_sku")
+    def resolve_system(self, *, where: str | None = None) -> System:
+        return get_system(self.hardware_sku, where=_field_at("search_space.hardware_sku", where))
+
+
+def _field_at(field: str, location: str | None) -> str:
+    """A field path, and the file and line it was read from when there is one."""
+    return f"{field}, {location}" if location else field
 
 
 _RATIO: TypeAdapter[float] = TypeAdapter(NonNegativeFloat)
@@ -521,6 +526,9 @@ class SmartSearchConfig(StrictModel):
         config = cls._validated(data, where)
         if missing is not None:
             raise ConfigError(f"workload.trace_path: {missing}", where=where(("workload", "trace_path")))
+        # A misspelt model or GPU is named with its line now, not when the search first needs it.
+        config.search_space.resolve_model(where=where(("search_space", "model_name")))
+        config.search_space.resolve_system(where=where(("search_space", "hardware_sku")))
         return config
 
     @classmethod

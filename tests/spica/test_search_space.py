@@ -1,6 +1,7 @@
 """Branches, knob gating, planner policy filtering and the dry-run command."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -179,7 +180,16 @@ def test_dry_run_text_and_errors(tmp_path, capsys):
     unknown = json.loads(json.dumps(BASE))
     unknown["search_space"]["model_name"] = "meta-llama/Llama-9-70B"
     assert main(["--config", write(tmp_path, unknown), "--dry-run"]) == 2
-    assert "search_space.model_name" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "unknown model 'meta-llama/Llama-9-70B'" in err and "\n" not in err
+    assert re.search(r"\[search_space\.model_name, .*sweep\.yaml:\d+\]", err)
+    unknown["search_space"]["model_name"] = BASE["search_space"]["model_name"]
+    unknown["search_space"]["hardware_sku"] = "h999_sxm"
+    assert main(["--config", write(tmp_path, unknown), "--dry-run"]) == 2
+    assert re.search(
+        r"unknown system 'h999_sxm'.*\[search_space\.hardware_sku, .*sweep\.yaml:\d+\]",
+        capsys.readouterr().err,
+    )
 
 
 def test_the_bundled_example_dry_runs(capsys):
