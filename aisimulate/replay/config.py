@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aisimulate.catalog import get_model, get_system
 from aisimulate.errors import ConfigError
 from aisimulate.perf.providers import PROVIDERS
 from aisimulate.replay.plan import SLA, DeploymentPlan
@@ -55,6 +56,9 @@ def load_replay_config(path: str | Path) -> ReplayConfig:
         raise ConfigError(
             f"perf must be one of {', '.join(PROVIDERS)}, but got {parsed.perf!r}", where=where(("perf",))
         )
+    # A misspelt model or GPU is named with its line here, not when the replay first needs it.
+    get_model(parsed.deployment.model, where=f"deployment.model, {where(('deployment', 'model'))}")
+    get_system(parsed.deployment.system, where=f"deployment.system, {where(('deployment', 'system'))}")
     base = path.resolve().parent
     try:
         workload = load_workload(parsed.workload, base_dir=base, where="workload")
