@@ -46,6 +46,7 @@ from aisimulate.fidelity.client import client_of
 from aisimulate.fidelity.measured import MeasuredRow, aic_silicon_path
 from aisimulate.fidelity.split import ACCEPTANCE_SYSTEMS, SPLITS, split_of
 from aisimulate.perf.calibration import e2e_fitted_models
+from aisimulate.replay.workers import resolve_frontend_latency_ms
 
 PERF_CHOICES = ("analytic", "aic", "auto", "polynomial")  # the providers that need no file of their own
 OUT_COLUMNS = (
@@ -197,7 +198,7 @@ def _write_out(path: Path, results: list[Outcome | Skipped]) -> None:
                     "checkpoint": r.checkpoint,
                     "client": client_of(row).name,
                     "async_scheduling": r.case.plan.async_scheduling(r.case.plan.pools()[0][1]),
-                    "frontend_latency_ms": r.case.plan.frontend_latency_ms,
+                    "frontend_latency_ms": resolve_frontend_latency_ms(r.case.plan),
                     "predicted_ttft_ms": round(p.ttft_ms, 3),
                     "predicted_tpot_ms": round(p.tpot_ms, 4),
                     "ttft_error_pct": round(r.error("ttft"), 2),

@@ -19,7 +19,7 @@ from aisimulate.catalog.backends import BACKENDS
 from aisimulate.errors import UnknownNameError
 from aisimulate.fidelity.client import client_of
 from aisimulate.fidelity.measured import MeasuredRow, WorkerShape
-from aisimulate.perf.calibration import e2e_frontend_latency_ms, e2e_osl_spread
+from aisimulate.perf.calibration import e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec
 from aisimulate.workload import LengthDistribution, SyntheticWorkload
 
@@ -145,9 +145,11 @@ def build_case(
     lengths (InferenceX: uniform in [0.8 L, L], see ``aisimulate.fidelity.client``) splits them
     as it did; for a client of fixed lengths, ``osl_spread`` spreads the output lengths by that
     fraction (same mean) to reproduce the split; by default it is the
-    backend's value fitted by ``benchmarks/calibrate_e2e.py``, as is ``frontend_latency_ms``, the
-    time a measured request spends outside the engine (client, HTTP, tokenisation). A vLLM row
-    schedules the way its release did by default.
+    backend's value fitted by ``benchmarks/calibrate_e2e.py``. The spread is the client's, so it
+    stays here; the frontend latency (client, HTTP, tokenisation) is the server's, so the plan
+    leaves it to the backend's calibrated default every replay gets, unless
+    ``frontend_latency_ms`` overrides it (as the fit does). A vLLM row schedules the way its
+    release did by default.
     """
     if row.problem:
         return Skipped(row=row, reason=row.problem)
@@ -175,8 +177,6 @@ def build_case(
             osl = LengthDistribution(
                 mean=row.osl, std=spread, min=row.osl - 3 * spread, max=row.osl + 3 * spread
             )
-    if frontend_latency_ms is None:
-        frontend_latency_ms = e2e_frontend_latency_ms(row.backend)
     limits = {
         # The benchmark's sequences are all it must hold: a server that ran it had room for them.
         "max_model_len": row.isl + row.osl + 3 * spread,

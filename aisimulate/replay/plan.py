@@ -180,9 +180,10 @@ class DeploymentPlan(_Frozen):
     kv_transfer_bandwidth_gbps: float | None = Field(default=None, ge=0)
     kv_transfer_timing: Literal["full_prompt", "destination_missing"] = "full_prompt"
     # Per request, from the client's send to the engine (HTTP, chat template, tokenisation) and
-    # the tokens' way back: counted in TTFT and E2E, not in token gaps. 0: engine timings only,
+    # the tokens' way back: counted in TTFT and E2E, not in token gaps. None: the backend's
+    # calibrated value (``replay.workers.resolve_frontend_latency_ms``); 0: engine timings only,
     # as the reference replay.
-    frontend_latency_ms: float = Field(default=0.0, ge=0)
+    frontend_latency_ms: float | None = Field(default=None, ge=0)
     # Autoscaling during the replay (None: the fleet stays as the engine specs' replicas).
     planner: PlannerConfig | None = None
 

@@ -34,7 +34,14 @@ from aisimulate.replay.plan import SLA, DeploymentPlan
 from aisimulate.replay.report import Fleet, Report, request_records, summarize
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import HeldRequests
-from aisimulate.replay.workers import Pool, ResolvedEngine, Worker, build_pool, resolve_engine
+from aisimulate.replay.workers import (
+    Pool,
+    ResolvedEngine,
+    Worker,
+    build_pool,
+    resolve_engine,
+    resolve_frontend_latency_ms,
+)
 from aisimulate.workload.loader import Workload
 from aisimulate.workload.request import RequestSpec, Session
 
@@ -106,7 +113,7 @@ class Simulation:
         self.decode_pool = self.pools[-1] if plan.mode == "disagg" else None
         self.transfer_gbps = transfer_bandwidth(plan) if plan.mode == "disagg" else 0.0
         self.destination_missing = plan.kv_transfer_timing == "destination_missing"
-        self.frontend_ms = plan.frontend_latency_ms
+        self.frontend_ms = resolve_frontend_latency_ms(plan)
         self.held = HeldRequests(self.entry.router_spec.router_queue_policy)
         self.workers = [worker for pool in self.pools for worker in pool.workers]
         self.ranks = [rank for pool in self.pools for rank in pool.ranks]
@@ -562,6 +569,8 @@ def simulate(
     """Replay ``workload`` on ``plan``; deterministic for a given ``seed``."""
     if timeline_interval_ms <= 0:
         raise ConfigError("timeline_interval_ms must be > 0", where="timeline_interval_ms")
+    # The report's plan says the frontend latency the replay ran with.
+    plan = plan.model_copy(update={"frontend_latency_ms": resolve_frontend_latency_ms(plan)})
     engines = {
         role: resolve_engine(plan, spec, perf=perf, perf_table=perf_table, where=f"deployment.{role}")
         for role, spec, _ in plan.pools()

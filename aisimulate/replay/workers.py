@@ -13,6 +13,7 @@ from aisimulate.catalog import get_model, get_system
 from aisimulate.catalog.backends import backend_profile
 from aisimulate.errors import InfeasibleError
 from aisimulate.perf.aic import AicPerfModel
+from aisimulate.perf.calibration import e2e_frontend_latency_ms
 from aisimulate.perf.memory import estimate_memory
 from aisimulate.perf.model import PerfModel
 from aisimulate.perf.providers import get_perf_model
@@ -41,6 +42,15 @@ class ResolvedEngine:
     num_gpu_blocks: int
     kv_bytes_per_token_per_gpu: float
     async_scheduling: bool = False
+
+
+def resolve_frontend_latency_ms(plan: DeploymentPlan) -> float:
+    """The plan's frontend latency, or where it sets none, its backend's value fitted to measured
+    serving runs: every replay and search candidate then carries the time real requests spend
+    outside the engine, as the fidelity benchmark's replays do."""
+    if plan.frontend_latency_ms is not None:
+        return plan.frontend_latency_ms
+    return e2e_frontend_latency_ms(plan.backend)
 
 
 def resolve_engine(

@@ -132,12 +132,21 @@ def test_an_unrecorded_version_reads_as_blank(rows):
     assert all(r.backend_version != "nan" for r in rows.values())
 
 
-def test_the_calibrated_frontend_latency_is_replayed_unless_overridden(rows):
+@pytest.mark.parametrize("row_id", ["llama8b_nvidia_fp8_c4", "llama8b_instruct_c4"])
+def test_a_case_gets_the_frontend_latency_of_a_plain_replay_unless_overridden(rows, row_id):
     from aisimulate.perf.calibration import e2e_frontend_latency_ms
+    from aisimulate.replay import DeploymentPlan
+    from aisimulate.replay.workers import resolve_frontend_latency_ms
 
-    row = rows["llama8b_nvidia_fp8_c4"]
-    assert build_case(row).plan.frontend_latency_ms == e2e_frontend_latency_ms("vllm") > 0
-    assert build_case(row, frontend_latency_ms=0.0).plan.frontend_latency_ms == 0.0
+    row = rows[row_id]
+    case = build_case(row)
+    plain = DeploymentPlan(model=case.model, system=row.system, backend=row.backend)
+    # The case sets nothing the product lacks: the backend's default resolves it, as it does a
+    # plain replay's.
+    assert case.plan.frontend_latency_ms is None
+    resolved = resolve_frontend_latency_ms(case.plan)
+    assert resolved == resolve_frontend_latency_ms(plain) == e2e_frontend_latency_ms(row.backend) > 0
+    assert resolve_frontend_latency_ms(build_case(row, frontend_latency_ms=0.0).plan) == 0.0
 
 
 SILICON = Path(__file__).parent / "data" / "silicon_small.csv"

@@ -23,6 +23,7 @@ def run(
         backend=backend,
         agg=EngineSpec(**engine),
         router={"mode": router},
+        frontend_latency_ms=0,  # engine timings: these tests are about the engine
     )
     return simulate(
         plan, workload, perf=perf, exact=exact, capture_requests=capture_requests, sla=sla, seed=seed

@@ -11,7 +11,13 @@ from .conftest import burst
 
 
 def replay(model, workload, *, backend="sglang", perf="analytic", **engine):
-    plan = DeploymentPlan(model=model, system="b200_sxm", backend=backend, agg=EngineSpec(tp=8, **engine))
+    plan = DeploymentPlan(
+        model=model,
+        system="b200_sxm",
+        backend=backend,
+        agg=EngineSpec(tp=8, **engine),
+        frontend_latency_ms=0,  # engine timings: these tests are about the engine
+    )
     return simulate(plan, workload, perf=perf, capture_requests=True)
 
 

@@ -246,6 +246,33 @@ def test_frontend_latency_reaches_the_prefill_pool_first_in_disagg():
     assert slow.requests[0]["ttft_ms"] == pytest.approx(base.requests[0]["ttft_ms"] + 25.0)
 
 
+@pytest.mark.parametrize("backend", ["vllm", "sglang", "trtllm"])
+def test_a_plan_without_frontend_latency_replays_its_backends_calibrated_one(backend):
+    """Unset, the frontend latency is the backend's fitted one (sglang 160 ms, the others 5 ms):
+    a user's replay carries what the fidelity benchmark's replays do; set, the plan's wins."""
+    from aisimulate.perf.calibration import e2e_frontend_latency_ms
+
+    calibrated = e2e_frontend_latency_ms(backend)
+    assert calibrated > 0
+    workload = SyntheticWorkload(isl=512, osl=8, num_requests=2, concurrency=1)
+    runs = {}
+    for latency_ms in (None, 0.0, 7.0):
+        plan = DeploymentPlan(
+            model="meta-llama/Llama-3.1-8B",
+            system="h200_sxm",
+            backend=backend,
+            frontend_latency_ms=latency_ms,
+            agg=EngineSpec(num_gpu_blocks=4096),
+        )
+        runs[latency_ms] = simulate(plan, workload, perf="polynomial", capture_requests=True)
+    assert runs[None].config["plan"]["frontend_latency_ms"] == calibrated
+    assert runs[0.0].config["plan"]["frontend_latency_ms"] == 0.0
+    assert runs[7.0].config["plan"]["frontend_latency_ms"] == 7.0
+    for default, zero, seven in zip(runs[None].requests, runs[0.0].requests, runs[7.0].requests, strict=True):
+        assert default["ttft_ms"] == pytest.approx(zero["ttft_ms"] + calibrated)
+        assert seven["ttft_ms"] == pytest.approx(zero["ttft_ms"] + 7.0)
+
+
 def test_negative_frontend_latency_is_rejected():
     from pydantic import ValidationError
 

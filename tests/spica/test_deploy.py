@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from aisimulate.perf.calibration import e2e_frontend_latency_ms
 from aisimulate.planner import PlannerConfig
 from aisimulate.replay import SLA, simulate
 from aisimulate.spica.config import OptimizationGoal, SmartSearchConfig
@@ -31,6 +32,9 @@ def test_agg_sample_replays():
     assert (workload.concurrency, workload.num_requests, workload.isl) == (16, 64, 2048)
     report = simulate(plan, workload, perf="polynomial")
     assert report.summary["completed_requests"] == 64
+    # A candidate replays with its backend's calibrated frontend latency, as a user's replay does.
+    assert plan.frontend_latency_ms is None
+    assert report.config["plan"]["frontend_latency_ms"] == e2e_frontend_latency_ms("vllm") > 0
 
 
 def test_disagg_sample_with_kv_router_replays():
@@ -42,6 +46,7 @@ def test_disagg_sample_with_kv_router_replays():
     assert plan.router.use_kv_events and plan.router.router_ttl_secs == 120.0
     report = simulate(plan, replay_workload(CONFIG.workload), perf="polynomial")
     assert report.summary["completed_requests"] == 64
+    assert report.config["plan"]["frontend_latency_ms"] == e2e_frontend_latency_ms("sglang") > 0
 
 
 def test_a_router_without_kv_events_deploys_and_replays():
