@@ -18,7 +18,7 @@ from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.catalog.backends import BACKENDS
 from aisimulate.errors import UnknownNameError
 from aisimulate.fidelity.client import client_of
-from aisimulate.fidelity.measured import MeasuredRow, WorkerShape
+from aisimulate.fidelity.measured import MeasuredRow, RecordedWorkers
 from aisimulate.perf.calibration import e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec
 from aisimulate.workload import LengthDistribution, SyntheticWorkload
@@ -91,7 +91,7 @@ def _checkpoint(row: MeasuredRow, spec: ModelSpec) -> str | Skipped:
     return best.name
 
 
-def _engine_shape(shape: WorkerShape, spec: ModelSpec) -> dict[str, int | None]:
+def _engine_shape(shape: RecordedWorkers, spec: ModelSpec) -> dict[str, int | None]:
     """The engine's parallel fields of a recorded worker shape.
 
     Our shape (AIConfigurator's and TRT-LLM's) gives a worker ``tp * attention_dp`` GPUs, and
@@ -185,7 +185,7 @@ def build_case(
     shapes = {"prefill": row.prefill, "decode": row.decode} if row.mode == "disagg" else {"agg": None}
     roles = {}
     for role, recorded in shapes.items():
-        shape = recorded or WorkerShape(
+        shape = recorded or RecordedWorkers(
             tp=row.tp,
             pp=row.pp,
             attn_dp=row.attn_dp,

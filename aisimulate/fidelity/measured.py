@@ -33,8 +33,11 @@ SILICON_MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class WorkerShape:
-    """One role of a disaggregated run: the shape of each worker and how many ran."""
+class RecordedWorkers:
+    """One role of a measured run as its row records it: each worker's split and how many ran.
+
+    Kept raw, not a ``ParallelShape``: a recorded split may be one no engine allows, and that
+    row is then skipped with its reason when its case is built."""
 
     tp: int
     pp: int = 1
@@ -71,8 +74,8 @@ class MeasuredRow:
     measured_tpot_ms: float | None
     mode: str = "agg"  # "agg", or "disagg" with ``prefill`` and ``decode`` set
     workers: int = 1  # aggregated replicas that shared the concurrency
-    prefill: WorkerShape | None = None
-    decode: WorkerShape | None = None
+    prefill: RecordedWorkers | None = None
+    decode: RecordedWorkers | None = None
     source: str = ""  # where the row came from, as written (AIConfigurator's silicon_data_source)
     problem: str = ""  # why the row cannot be replayed as read (blank: it can)
 
@@ -166,14 +169,14 @@ def _silicon_int(cell: dict[str, str], field: str, where: str, *, default: int |
     return _int(text, field=field, where=f"{where}: {field}", zero_is_one=True)
 
 
-def _worker_shape(cell: dict[str, str], role: str, where: str) -> WorkerShape:
+def _worker_shape(cell: dict[str, str], role: str, where: str) -> RecordedWorkers:
     tp = _silicon_int(cell, f"{role}_tp_size", where, default=None)
     if tp is None:
         raise ConfigError(f"{role}_tp_size is blank", where=f"{where}: {role}_tp_size")
     workers = _silicon_int(cell, f"{role}_num_workers", where, default=None)
     if workers is None:
         raise ConfigError("disaggregated worker counts not recorded", where=f"{where}: {role}_num_workers")
-    return WorkerShape(
+    return RecordedWorkers(
         tp=tp,
         pp=_silicon_int(cell, f"{role}_pp_size", where) or 1,
         attn_dp=_silicon_int(cell, f"{role}_attention_dp_size", where) or 1,
