@@ -16,8 +16,12 @@ from aisimulate.catalog import get_model, get_system
 from aisimulate.errors import ConfigError
 from aisimulate.perf.providers import PROVIDERS
 from aisimulate.replay.plan import SLA, DeploymentPlan
+from aisimulate.replay.router import ROUTERS
 from aisimulate.workload.loader import Workload, load_workload, pydantic_message
 from aisimulate.yaml_source import read_yaml_mapping
+
+# The keys of each router mode, for errors that name the mode a misplaced router setting belongs to.
+_ROUTER_SETTINGS = {mode: tuple(kind.spec.model_fields) for mode, kind in ROUTERS.items()}
 
 
 class _ReplayFile(BaseModel):
@@ -49,7 +53,7 @@ def load_replay_config(path: str | Path) -> ReplayConfig:
     try:
         parsed = _ReplayFile(**data)
     except ValidationError as err:
-        message = pydantic_message(err)
+        message = pydantic_message(err, modes=_ROUTER_SETTINGS)
         field = message.split(":", 1)[0]
         raise ConfigError(message, where=where(tuple(field.split(".")))) from None
     if parsed.perf not in PROVIDERS:

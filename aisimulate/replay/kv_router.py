@@ -32,7 +32,7 @@ import numpy as np
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_events import ApproxKvIndex, Clock, LaggedKvIndex, leading_in
 from aisimulate.replay.offload import tier_prefix
-from aisimulate.replay.plan import RouterSpec
+from aisimulate.replay.plan import KvRouterSpec
 from aisimulate.replay.request import Request
 
 
@@ -55,7 +55,7 @@ class _Slots:
 class KvRouter:
     def __init__(
         self,
-        spec: RouterSpec,
+        spec: KvRouterSpec,
         rng: np.random.Generator,
         *,
         decode_pool: bool = False,
@@ -67,6 +67,7 @@ class KvRouter:
         # It reads cached prefixes, and with a busy threshold on active blocks per-pass occupancy.
         self.reads_cached_blocks = True
         self.reads_pass_state = spec.active_decode_blocks_threshold is not None
+        self.queue_policy = spec.router_queue_policy
         # A decode pool credits no overlap, so it needs no picture of the caches.
         self.index: LaggedKvIndex | None = None  # what late KV events have shown
         self.guess: ApproxKvIndex | None = None  # without KV events: where it routed what

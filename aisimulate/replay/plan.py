@@ -6,15 +6,40 @@ another process or machine unchanged.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 
 from aisimulate.catalog.backends import Backend
 from aisimulate.perf.providers import async_scheduling_for
 from aisimulate.planner.config import PlannerConfig
 
-__all__ = ["SLA", "Backend", "DeploymentPlan", "EngineSpec", "RouterSpec", "SglangOptions"]
+__all__ = [
+    "SLA",
+    "Backend",
+    "DeploymentPlan",
+    "EngineSpec",
+    "KvRouterSpec",
+    "LeastLoadedRouterSpec",
+    "QueuePolicy",
+    "RandomRouterSpec",
+    "RoundRobinRouterSpec",
+    "RouterSpec",
+    "SglangOptions",
+    "router_spec",
+]
+
+
+QueuePolicy = Literal["fcfs", "lcfs", "wspt"]
 
 
 class _Frozen(BaseModel):
@@ -107,11 +132,28 @@ class EngineSpec(_Frozen):
         return self.tp * self.pp * self.attention_dp
 
 
-class RouterSpec(_Frozen):
-    """How a pool picks a worker rank. The ``kv_router`` fields follow Dynamo's KV router; each
-    mode takes only the settings :data:`ROUTER_SETTINGS` gives it."""
+class RoundRobinRouterSpec(_Frozen):
+    """Each arrival to the next rank in turn."""
 
-    mode: Literal["round_robin", "random", "least_loaded", "kv_router"] = "round_robin"
+    mode: Literal["round_robin"] = "round_robin"
+
+
+class RandomRouterSpec(_Frozen):
+    """Each arrival to a rank drawn by the replay's seeded generator."""
+
+    mode: Literal["random"] = "random"
+
+
+class LeastLoadedRouterSpec(_Frozen):
+    """Each arrival to the rank with the fewest active KV blocks, then the fewest requests."""
+
+    mode: Literal["least_loaded"] = "least_loaded"
+
+
+class KvRouterSpec(_Frozen):
+    """Dynamo's KV router: cached-prefix credit against load (``replay/kv_router.py``)."""
+
+    mode: Literal["kv_router"] = "kv_router"
     overlap_score_credit: float = Field(default=1.0, ge=0, le=1)
     overlap_score_credit_decay: float = Field(default=0.0, ge=0)
     prefill_load_scale: float = Field(default=1.0, ge=0)
@@ -127,7 +169,7 @@ class RouterSpec(_Frozen):
     # Admission control: hold arrivals while every rank has more pending prefill than this many
     # token budgets (None: never hold; 0: hold while every rank has any pending prefill).
     router_queue_threshold: float | None = Field(default=None, ge=0)
-    router_queue_policy: Literal["fcfs", "lcfs", "wspt"] = "fcfs"
+    router_queue_policy: QueuePolicy = "fcfs"
     host_cache_hit_weight: float = Field(default=0.75, ge=0)
     disk_cache_hit_weight: float = Field(default=0.25, ge=0)
     # Delay before the router sees the engines' KV Stored/Removed events (None: it sees them
@@ -139,26 +181,34 @@ class RouterSpec(_Frozen):
     router_ttl_secs: float = Field(default=120.0, gt=0)
 
     @model_validator(mode="after")
-    def _settings_of_the_mode(self) -> RouterSpec:
-        given = self.model_fields_set - {"mode"} - ROUTER_SETTINGS[self.mode]
-        for name in RouterSpec.model_fields:  # in declaration order: the first one is named
-            if name in given:
-                setting = f"{name}: false" if getattr(self, name) is False else name
-                owners = [mode for mode, names in ROUTER_SETTINGS.items() if name in names]
-                raise ValueError(f"{setting} applies to mode {' or '.join(owners)} only, not {self.mode}")
+    def _events(self) -> KvRouterSpec:
         if not self.use_kv_events and self.kv_event_lag_ms is not None:
             raise ValueError("kv_event_lag_ms delays KV events, but use_kv_events is false")
         return self
 
 
-# The settings each router mode reads besides ``mode`` (one router per mode: ``ROUTERS`` in
-# ``replay/router.py``); any other setting given with that mode is an error, never ignored.
-ROUTER_SETTINGS: dict[str, frozenset[str]] = {
-    "round_robin": frozenset(),
-    "random": frozenset(),
-    "least_loaded": frozenset(),
-    "kv_router": frozenset(RouterSpec.model_fields) - {"mode"},
-}
+def _round_robin_by_default(data: object) -> object:
+    """A router mapping without ``mode`` is round-robin, as it was before each mode had a model."""
+    if isinstance(data, dict) and "mode" not in data:
+        return {**data, "mode": "round_robin"}
+    return data
+
+
+# How a pool picks a worker rank: one settings model per router mode, told apart by ``mode``, so
+# a setting the mode does not read is pydantic's unknown-key error, never ignored. Each model is
+# built into its router by its entry in ``ROUTERS`` (``replay/router.py``).
+RouterSpec = Annotated[
+    RoundRobinRouterSpec | RandomRouterSpec | LeastLoadedRouterSpec | KvRouterSpec,
+    Field(discriminator="mode"),
+    BeforeValidator(_round_robin_by_default),
+]
+_ROUTER_SPEC: TypeAdapter[RouterSpec] = TypeAdapter(RouterSpec)
+
+
+def router_spec(settings: Mapping[str, Any]) -> RouterSpec:
+    """A router as configs write it (``{mode: kv_router, overlap_score_credit: 0.5}``), validated
+    into its mode's model."""
+    return _ROUTER_SPEC.validate_python(settings)
 
 
 class DeploymentPlan(_Frozen):
@@ -172,7 +222,7 @@ class DeploymentPlan(_Frozen):
     agg: EngineSpec | None = None
     prefill: EngineSpec | None = None
     decode: EngineSpec | None = None
-    router: RouterSpec = RouterSpec()
+    router: RouterSpec = RoundRobinRouterSpec()
     prefill_router: RouterSpec | None = None
     decode_router: RouterSpec | None = None
     # GB/s per GPU for the prefill -> decode KV transfer; None: the system's link (NVLink when a

@@ -1,6 +1,7 @@
 """Routing an arriving request to a scheduler rank. A router returns a decision; the loop applies it.
 
-Every router mode is one entry of :data:`ROUTERS`; each router declares what of its ranks' state it
+Every router mode is one entry of :data:`ROUTERS`: its settings model (a member of
+``plan.RouterSpec``) and the router built from it. Each router declares what of its ranks' state it
 reads, and the pool decides from that how its ranks may run (see ``Router.reads_pass_state``).
 """
 
@@ -8,15 +9,24 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import count
 from typing import Any, Protocol
 
 import numpy as np
+from pydantic import BaseModel
 
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_events import Clock
 from aisimulate.replay.kv_router import KvRouter
-from aisimulate.replay.plan import RouterSpec
+from aisimulate.replay.plan import (
+    KvRouterSpec,
+    LeastLoadedRouterSpec,
+    QueuePolicy,
+    RandomRouterSpec,
+    RoundRobinRouterSpec,
+    RouterSpec,
+)
 from aisimulate.replay.request import Request
 
 
@@ -26,6 +36,8 @@ class Router(Protocol):
     reads_pass_state: bool
     # Whether routing reads which blocks the ranks have cached: then a stretch never evicts.
     reads_cached_blocks: bool
+    # The order in which its admission queue releases held requests.
+    queue_policy: QueuePolicy
 
     def route(self, request: Request, ranks: Sequence[Rank]) -> int:
         """Index into ``ranks`` of the rank that gets ``request``."""
@@ -47,6 +59,7 @@ class Router(Protocol):
 class _Stateless:
     reads_pass_state = False
     reads_cached_blocks = False
+    queue_policy: QueuePolicy = "fcfs"  # it never holds a request
 
     def __init__(
         self,
@@ -106,7 +119,7 @@ class HeldRequests:
     first (``fcfs``), newest first (``lcfs``), or shortest prompt first (``wspt``, Dynamo's
     weighted shortest processing time without priority hints; equal prompts oldest first)."""
 
-    def __init__(self, policy: str) -> None:
+    def __init__(self, policy: QueuePolicy) -> None:
         self._policy = policy
         self._heap: list[tuple[int, int, Request]] = []
         self._seq = count()
@@ -134,13 +147,21 @@ def make_router(
     clock: Clock | None = None,
 ) -> Router:
     """A pool's router, before any rank has joined (see ``Router.attach``)."""
-    return ROUTERS[spec.mode](spec, rng, decode_pool=decode_pool, clock=clock)
+    return ROUTERS[spec.mode].build(spec, rng, decode_pool=decode_pool, clock=clock)
 
 
-# Each router mode (``RouterSpec.mode``) and what builds its router.
-ROUTERS: dict[str, Callable[..., Router]] = {
-    "round_robin": RoundRobin,
-    "random": RandomRouter,
-    "least_loaded": LeastLoaded,
-    "kv_router": KvRouter,
+@dataclass(frozen=True)
+class RouterKind:
+    """One router mode: the model of its settings and what builds its router from them."""
+
+    spec: type[BaseModel]
+    build: Callable[..., Router]
+
+
+# Each router mode (``RouterSpec.mode``): its settings model and its router.
+ROUTERS: dict[str, RouterKind] = {
+    "round_robin": RouterKind(RoundRobinRouterSpec, RoundRobin),
+    "random": RouterKind(RandomRouterSpec, RandomRouter),
+    "least_loaded": RouterKind(LeastLoadedRouterSpec, LeastLoaded),
+    "kv_router": RouterKind(KvRouterSpec, KvRouter),
 }

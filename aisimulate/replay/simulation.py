@@ -114,7 +114,7 @@ class Simulation:
         self.transfer_gbps = transfer_bandwidth(plan) if plan.mode == "disagg" else 0.0
         self.destination_missing = plan.kv_transfer_timing == "destination_missing"
         self.frontend_ms = resolve_frontend_latency_ms(plan)
-        self.held = HeldRequests(self.entry.router_spec.router_queue_policy)
+        self.held = HeldRequests(self.entry.router.queue_policy)
         self.workers = [worker for pool in self.pools for worker in pool.workers]
         self.ranks = [rank for pool in self.pools for rank in pool.ranks]
         self.worker_of = {k: v for pool in self.pools for k, v in pool.worker_of.items()}

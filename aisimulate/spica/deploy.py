@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from aisimulate.planner.predictors import PredictorSpec
-from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
+from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec, router_spec
+from aisimulate.replay.router import ROUTERS
 from aisimulate.spica.config import OptimizationGoal, Workload
 from aisimulate.spica.knobs import (
     KV_ROUTER_PINS,
@@ -54,12 +55,12 @@ def _engine(sample: Mapping[str, Any], role: str) -> EngineSpec:
 
 
 def _router(sample: Mapping[str, Any]) -> RouterSpec:
+    """The sample's router mode with the router knobs and pins that mode takes."""
     mode = sample.get("router_mode", "round_robin")
-    if mode != "kv_router":
-        return RouterSpec(mode=mode)
     # no_admission_control only forbids thresholds, which the config already enforced.
-    fields = (name for name in (*ROUTER_WEIGHTS, *KV_ROUTER_PINS) if name in RouterSpec.model_fields)
-    return RouterSpec(mode=mode, **{k: sample[k] for k in fields if sample.get(k) is not None})
+    settings = ROUTERS[mode].spec.model_fields
+    fields = (name for name in (*ROUTER_WEIGHTS, *KV_ROUTER_PINS) if name in settings)
+    return router_spec({"mode": mode, **{k: sample[k] for k in fields if sample.get(k) is not None}})
 
 
 def _planner(sample: Mapping[str, Any], goal: OptimizationGoal) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +38,28 @@ def load_workload(
 _TAGS = ("int", "float", "str", "bool", "LengthDistribution")
 
 
-def pydantic_message(err: ValidationError, prefix: str = "") -> str:
+def pydantic_message(
+    err: ValidationError, prefix: str = "", *, modes: Mapping[str, Collection[str]] | None = None
+) -> str:
     """The most telling validation problem as ``field: message`` (one line). For a union (a
-    length that is a number or a distribution) the structured branch's problem wins."""
+    length that is a number or a distribution) the structured branch's problem wins. ``modes``
+    names the members of a union told apart by a ``mode`` key, each with its keys: the mode is
+    left out of the field's path, and a key it lacks is named with the modes that take it."""
+    modes = modes or {}
     errors = err.errors()
     first = next((e for e in errors if any("LengthDistribution" in str(p) for p in e["loc"])), errors[0])
     loc = [str(p) for p in first["loc"] if str(p) not in _TAGS and not str(p).startswith("function-")]
     loc = [p for p in loc if "LengthDistribution" not in p]
-    field = ".".join(loc)
+    mode = next((p for p in loc if p in modes), None)
+    loc = [p for p in loc if p not in modes]
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        message = "unknown key"
+        owners = [name for name, keys in modes.items() if loc and loc[-1] in keys]
+        message = "unknown key" if mode is None else f"not a setting of mode {mode}"
+        if mode is not None and owners:
+            message = f"applies to mode {' or '.join(owners)} only, not {mode}"
+    elif first["type"] == "union_tag_invalid":  # an unknown mode: the problem of the mode key
+        loc.append(first["ctx"]["discriminator"].strip("'"))
+        message = f"Input should be one of {first['ctx']['expected_tags']}"
+    field = ".".join(loc)
     return f"{prefix}{field}: {message}" if field else f"{prefix}{message}"

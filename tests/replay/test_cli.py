@@ -86,6 +86,23 @@ perf: polynomial
             "agg.async_scheduling is vLLM's switch",
         ),
         (
+            GOOD.replace("agg: {tp: 1, replicas: 2}", "router: {mode: random, overlap_score_credit: 0.5}"),
+            "deployment.router.overlap_score_credit: applies to mode kv_router only, not random [{p}:4]",
+        ),
+        (
+            GOOD.replace("agg: {tp: 1, replicas: 2}", "router:\n    mode: kv_router\n    overlap_credit: 1"),
+            "deployment.router.overlap_credit: not a setting of mode kv_router [{p}:6]",
+        ),
+        (
+            GOOD.replace("agg: {tp: 1, replicas: 2}", "router:\n    mode: kv_routr"),
+            "deployment.router.mode: Input should be one of 'round_robin', 'random', 'least_loaded', "
+            "'kv_router' [{p}:5]",
+        ),
+        (
+            GOOD.replace("agg: {tp: 1, replicas: 2}", "router: {mode: kv_router, overlap_score_credit: 2}"),
+            "deployment.router.overlap_score_credit: Input should be less than or equal to 1 [{p}:4]",
+        ),
+        (
             GOOD.replace("agg: {tp: 1, replicas: 2}", "frontend_latency_ms: -3"),
             "deployment.frontend_latency_ms: Input should be greater than or equal to 0 [{p}:4]",
         ),

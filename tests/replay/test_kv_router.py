@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from aisimulate.perf import PolynomialPerfModel
-from aisimulate.replay import DeploymentPlan, EngineSpec, RouterSpec, simulate
+from aisimulate.replay import DeploymentPlan, EngineSpec, KvRouterSpec, router_spec, simulate
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_events import Clock
 from aisimulate.replay.kv_router import KvRouter
@@ -41,7 +41,7 @@ def ranks(n=2):
 
 
 def router(*attached, decode_pool=False, **kw):
-    rt = KvRouter(RouterSpec(mode="kv_router", **kw), np.random.default_rng(0), decode_pool=decode_pool)
+    rt = KvRouter(KvRouterSpec(**kw), np.random.default_rng(0), decode_pool=decode_pool)
     rt.attach(attached)
     return rt
 
@@ -171,7 +171,7 @@ def test_kv_router_improves_reuse_under_cache_pressure():
 def test_kv_events_reach_a_lagged_router_late():
     a, b = ranks()
     clock = Clock()
-    rt = KvRouter(RouterSpec(mode="kv_router", kv_event_lag_ms=50.0), np.random.default_rng(0), clock=clock)
+    rt = KvRouter(KvRouterSpec(kv_event_lag_ms=50.0), np.random.default_rng(0), clock=clock)
     rt.attach([a, b])
     r = request(0)
     a.pool.acquire(r.prompt_keys[:4])  # Stored at t = 0
@@ -192,7 +192,7 @@ def test_host_tier_events_reach_a_lagged_router_late():
     for rank in (a, b):
         rank.tiers = tiers(g2_blocks=100)
     clock = Clock()
-    spec = RouterSpec(mode="kv_router", kv_event_lag_ms=50.0, host_cache_hit_weight=1.0)
+    spec = KvRouterSpec(kv_event_lag_ms=50.0, host_cache_hit_weight=1.0)
     rt = KvRouter(spec, np.random.default_rng(0), clock=clock)
     rt.attach([a, b])
     r = request(0)
@@ -222,28 +222,28 @@ def test_a_router_that_never_hears_events_loses_reuse():
 
 
 def test_event_lag_needs_the_kv_router():
-    with pytest.raises(ValueError, match="kv_event_lag_ms applies to mode kv_router only"):
-        RouterSpec(mode="round_robin", kv_event_lag_ms=5.0)
+    with pytest.raises(ValueError, match=r"round_robin.kv_event_lag_ms\n  Extra inputs are not permitted"):
+        router_spec({"mode": "round_robin", "kv_event_lag_ms": 5.0})
 
 
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"mode": "random", "use_kv_events": False}, "use_kv_events: false applies to mode kv_router only"),
+        ({"mode": "random", "use_kv_events": False}, r"random.use_kv_events\n  Extra inputs are not"),
         ({"mode": "kv_router", "use_kv_events": False, "kv_event_lag_ms": 5.0}, "use_kv_events is false"),
         ({"mode": "kv_router", "use_kv_events": False, "router_ttl_secs": 0.0}, "greater than 0"),
     ],
 )
 def test_bad_settings_without_kv_events(settings, message):
     with pytest.raises(ValueError, match=message):
-        RouterSpec(**settings)
+        router_spec(settings)
 
 
 def test_a_router_without_kv_events_guesses_from_its_own_routing():
     a, b = ranks()
     b.tiers = tiers(g2_blocks=100)
     clock = Clock()
-    spec = RouterSpec(mode="kv_router", use_kv_events=False, router_ttl_secs=1.0, host_cache_hit_weight=1.0)
+    spec = KvRouterSpec(use_kv_events=False, router_ttl_secs=1.0, host_cache_hit_weight=1.0)
     rt = KvRouter(spec, np.random.default_rng(0), clock=clock)
     rt.attach([a, b])
     r = request(0)
