@@ -193,7 +193,6 @@ class Pool:
 
     role: str
     engine: ResolvedEngine
-    router_spec: RouterSpec
     collector: Collector
     unit: int
     exact: bool
@@ -277,7 +276,6 @@ def build_pool(
     pool = Pool(
         role=role,
         engine=engine,
-        router_spec=router_spec,
         collector=collector,
         unit=unit,
         exact=exact,
