@@ -196,7 +196,8 @@ def _round_robin_by_default(data: object) -> object:
 
 # How a pool picks a worker rank: one settings model per router mode, told apart by ``mode``, so
 # a setting the mode does not read is pydantic's unknown-key error, never ignored. Each model is
-# built into its router by its entry in ``ROUTERS`` (``replay/router.py``).
+# built into its router by its entry in ``ROUTERS`` (``replay/router.py``): a new router is its
+# model, added here, and that one entry (a test checks that the union and the registry agree).
 RouterSpec = Annotated[
     RoundRobinRouterSpec | RandomRouterSpec | LeastLoadedRouterSpec | KvRouterSpec,
     Field(discriminator="mode"),
