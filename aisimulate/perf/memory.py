@@ -406,6 +406,7 @@ class _Budget:
 
     def __call__(self, fraction: float) -> _KvBudget:
         capacity = self.system.hbm_bytes
+        weights_limit: float
         if self.profile.kv_budget == "of_free":
             budget = (capacity - self.weights - self.activations - self.runtime) * fraction
             weights_limit = capacity
