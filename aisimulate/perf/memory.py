@@ -347,7 +347,8 @@ def estimate_memory(
             fraction, kv = MAX_MEMORY_FRACTION, at_most
         else:
             kv = replace(
-                at_most, reason=f"{at_most.reason}, even with the memory fraction at {MAX_MEMORY_FRACTION}"
+                at_most,
+                reason=f"{at_most.reason}; {MAX_MEMORY_FRACTION} is the highest fraction deployments set",
             )
     return MemoryEstimate(
         model=model.name,
@@ -432,10 +433,13 @@ class _Budget:
         tokens = max(int((budget - self.sliding) // self.per_token), 0) if budget > self.sliding else 0
         reason = None
         if self.weights >= weights_limit:
-            reason = (
-                f"weights need {self.weights / 2**30:.1f} GiB per GPU but {self.system.name} has "
-                f"{capacity / 2**30:.1f} GiB ({self.shape_text})"
-            )
+            room = f"{self.system.name} has {capacity / 2**30:.1f} GiB"
+            if weights_limit < capacity:
+                room = (
+                    f"a memory fraction of {fraction:g} leaves {weights_limit / 2**30:.1f} GiB of "
+                    f"{self.system.name}'s {capacity / 2**30:.1f} GiB for weights and KV"
+                )
+            reason = f"weights need {self.weights / 2**30:.1f} GiB per GPU but {room} ({self.shape_text})"
         elif self.state and running < 1:
             reason = (
                 f"recurrent state of one request needs {self.state / 2**30:.2f} GiB per GPU; "

@@ -221,4 +221,5 @@ def test_infeasible_only_when_even_the_highest_fraction_cannot_hold_the_model():
         get_model("deepseek-ai/DeepSeek-V3"), get_system("h100_sxm"), ParallelShape(tp=8, moe_ep=8)
     )
     assert not e.feasible and not e.memory_fraction_raised
-    assert e.reason.endswith(f"even with the memory fraction at {MAX_MEMORY_FRACTION}")
+    assert f"a memory fraction of {MAX_MEMORY_FRACTION} leaves 76.0 GiB of h100_sxm's 80.0 GiB" in e.reason
+    assert e.reason.endswith(f"; {MAX_MEMORY_FRACTION} is the highest fraction deployments set")
