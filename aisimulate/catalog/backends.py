@@ -21,6 +21,13 @@ class BackendProfile:
     # KV budget per GPU: "of_total" = capacity x utilisation - non-KV memory (vLLM, SGLang);
     # "of_free" = (capacity - non-KV memory) x the free-memory fraction (TRT-LLM).
     kv_budget: Literal["of_total", "of_free"]
+    # What the "of_total" fraction bounds: everything the engine allocates (vLLM's
+    # gpu_memory_utilization: weights, activation peak, KV), or weights and KV only, the
+    # activations and CUDA graphs living in the rest (SGLang's mem_fraction_static).
+    fraction_covers: Literal["all", "weights_and_kv"]
+    # The fraction a server starts with when none is given; None: computed from the GPU and the
+    # worker's shape (SGLang, ``perf.memory.sglang_default_memory_fraction``).
+    default_memory_fraction: float | None
     # kv_cache_dtype auto: the model's activation dtype, or the checkpoint's declared KV
     # quantisation when it has one (TRT-LLM follows ModelOpt's kv_cache_quant_algo).
     auto_kv_dtype: Literal["activation", "checkpoint"]
@@ -47,6 +54,8 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
     "vllm": BackendProfile(
         name="vllm",
         kv_budget="of_total",
+        fraction_covers="all",
+        default_memory_fraction=0.9,  # --gpu-memory-utilization
         auto_kv_dtype="activation",
         kernel_backend="vllm",
         async_switch=True,
@@ -61,6 +70,8 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
     "sglang": BackendProfile(
         name="sglang",
         kv_budget="of_total",
+        fraction_covers="weights_and_kv",
+        default_memory_fraction=None,  # --mem-fraction-static: ServerArgs' heuristic
         auto_kv_dtype="activation",
         kernel_backend="vllm",
         async_switch=False,
@@ -74,6 +85,8 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
     "trtllm": BackendProfile(
         name="trtllm",
         kv_budget="of_free",
+        fraction_covers="all",
+        default_memory_fraction=0.9,  # KvCacheConfig.free_gpu_memory_fraction
         auto_kv_dtype="checkpoint",
         kernel_backend="trtllm",
         async_switch=False,

@@ -175,7 +175,12 @@ def _worker_shape(cell: dict[str, str], role: str, where: str) -> RecordedWorker
         raise ConfigError(f"{role}_tp_size is blank", where=f"{where}: {role}_tp_size")
     workers = _silicon_int(cell, f"{role}_num_workers", where, default=None)
     if workers is None:
-        raise ConfigError("disaggregated worker counts not recorded", where=f"{where}: {role}_num_workers")
+        # The format has no column that would determine them (docs/fidelity.md, "Coverage").
+        raise ConfigError(
+            "disaggregated worker counts not recorded (nor a GPU total, throughput or config id that "
+            "would determine them)",
+            where=f"{where}: {role}_num_workers",
+        )
     return RecordedWorkers(
         tp=tp,
         pp=_silicon_int(cell, f"{role}_pp_size", where) or 1,

@@ -67,7 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--attention-dp", type=_count("attention-dp", 1), default=1)
     common.add_argument("--moe-tp", type=_count("moe-tp", 1), default=None)
     common.add_argument("--moe-ep", type=_count("moe-ep", 1), default=None)
-    common.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9)
+    common.add_argument(
+        "--gpu-memory-utilization",
+        type=_fraction,
+        default=None,
+        help="the backend's memory fraction (default: the server's own, raised if it cannot hold the model)",
+    )
     common.add_argument("--kv-dtype", default="auto", choices=["auto", *KV_BYTES_PER_ELEMENT])
     common.add_argument("--block-size", type=_count("block-size", 1), default=64)
     common.add_argument("--max-num-batched-tokens", type=_count("max-num-batched-tokens", 1), default=8192)
@@ -137,6 +142,8 @@ def run_memory(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         table.add_row(
             "runtime (CUDA context, graphs, NCCL)", f"{estimate.runtime_overhead_bytes_per_gpu / GIB:.2f} GiB"
         )
+        raised = " (raised: the default cannot hold the model)" if estimate.memory_fraction_raised else ""
+        table.add_row("memory fraction", f"{estimate.memory_fraction:g}{raised}")
         table.add_row("KV budget", f"{estimate.kv_budget_bytes_per_gpu / GIB:.2f} GiB")
         table.add_row(
             f"KV bytes per token ({estimate.kv_cache_dtype})", f"{estimate.kv_bytes_per_token_per_gpu:,.0f}"

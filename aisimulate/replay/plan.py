@@ -66,7 +66,9 @@ class EngineSpec(_Frozen):
     max_num_batched_tokens: int = Field(default=8192, ge=1)
     max_num_seqs: int = Field(default=256, ge=1)
     block_size: int = Field(default=64, ge=1)
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    # The backend's memory fraction as launched; None: the server's own default, raised when that
+    # cannot hold the model (aisimulate.perf.memory.estimate_memory).
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     num_gpu_blocks: int | None = Field(default=None, ge=1, description="pin the KV pool per DP rank")

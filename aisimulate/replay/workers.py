@@ -99,7 +99,7 @@ def resolve_engine(
             raise InfeasibleError(f"{model.name} on {system.name}: {memory.reason}", where=where)
         if isinstance(provider, AicPerfModel):  # its latency and its memory model go together
             tokens = provider.kv_tokens_per_rank(
-                gpu_memory_utilization=spec.gpu_memory_utilization,
+                gpu_memory_utilization=memory.memory_fraction,
                 max_num_batched_tokens=spec.max_num_batched_tokens,
                 max_num_seqs=spec.max_num_seqs,
             )

@@ -6,6 +6,8 @@ import pytest
 
 from aisimulate.catalog import get_model
 from aisimulate.fidelity import ReplayCase, Skipped, build_case, read_measured
+from aisimulate.fidelity.measured import RecordedWorkers
+from aisimulate.replay.workers import resolve_engine
 
 SMALL = Path(__file__).parent / "data" / "measured_small.csv"
 
@@ -200,3 +202,25 @@ def test_each_rank_has_a_sequence_slot_for_its_share_of_the_users(silicon):
         replace(silicon["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"], concurrency=4096)
     )
     assert (disagg.plan.prefill.max_num_seqs, disagg.plan.decode.max_num_seqs) == (1024, 1024)
+
+
+def test_the_dep4_fp8_deepseek_deployments_that_ran_are_replayed_not_called_infeasible(silicon):
+    # As InferenceX measured it (config 227, three development rows): DeepSeek FP8 under SGLang on
+    # gb200, prefill and decode workers of 4 GPUs, attention DP 4, experts split 4 ways: 170 GiB
+    # of weights per GPU, more than SGLang's default fraction holds.
+    dep4 = {"tp": 1, "attn_dp": 4, "moe_tp": 4, "moe_ep": 1}
+    row = replace(
+        silicon["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"],
+        precision="fp8",
+        gemm_quant="fp8",
+        moe_quant="fp8_block",
+        backend_version="0.5.5.post2",
+        concurrency=128,
+        prefill=RecordedWorkers(**dep4, workers=1),
+        decode=RecordedWorkers(**dep4, workers=4),
+    )
+    case = build_case(row)
+    assert isinstance(case, ReplayCase) and case.model == "deepseek-ai/DeepSeek-V3"
+    for spec in (case.plan.prefill, case.plan.decode):
+        engine = resolve_engine(case.plan, spec, perf="analytic", perf_table=None, where="test")
+        assert engine.num_gpu_blocks * spec.block_size >= row.isl + row.osl

@@ -101,6 +101,7 @@ def test_disaggregated_rows_carry_both_roles_and_their_worker_counts(silicon):
 def test_a_row_missing_what_a_replay_needs_keeps_its_place_with_the_reason(silicon):
     row = silicon["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
     assert "disaggregated worker counts not recorded" in row.problem
+    assert "(nor a GPU total, throughput or config id that would determine them)" in row.problem
     assert row.mode == "disagg"  # counted with its mode's rows
     assert f"{SILICON}:7: prefill_num_workers" in row.problem
     assert len(silicon) == 7

@@ -119,13 +119,18 @@ def test_hybrid_kv_covers_full_attention_layers_only():
 @pytest.mark.parametrize("prefix_caching", [False, True])
 def test_sglang_state_pool_bounds_running_requests(prefix_caching):
     mem = estimate_memory(
-        QWEN35, B200, TP8, backend="sglang", max_num_seqs=4096, enable_prefix_caching=prefix_caching
+        QWEN35,
+        B200,
+        TP8,
+        backend="sglang",
+        gpu_memory_utilization=0.9,
+        max_num_seqs=4096,
+        enable_prefix_caching=prefix_caching,
     )
     state = mem.state_bytes_per_request_per_gpu
-    # Everything after weights, activations and runtime, split ratio : 1 between states and KV.
-    whole = mem.capacity_bytes * 0.9 - (
-        mem.weights_bytes_per_gpu + mem.activation_bytes_per_gpu + mem.runtime_overhead_bytes_per_gpu
-    )
+    # mem_fraction_static's share after the weights, split ratio : 1 between states and KV.
+    nccl = mem.runtime_overhead_bytes_per_gpu - B200.runtime_overhead_gib * 2**30
+    whole = (mem.capacity_bytes - nccl) * 0.9 - mem.weights_bytes_per_gpu
     slots = int(whole * SGLANG_STATE_TO_KV_RATIO / (1 + SGLANG_STATE_TO_KV_RATIO) // state)
     assert mem.max_running_requests == slots // SGLANG_STATE_SLOTS_PER_REQUEST[prefix_caching]
     assert 0 < mem.max_running_requests < 4096

@@ -5,8 +5,10 @@ from hypothesis import strategies as st
 from aisimulate.catalog import get_model, get_system
 from aisimulate.errors import InfeasibleError
 from aisimulate.perf.memory import (
+    MAX_MEMORY_FRACTION,
     estimate_memory,
     kv_bytes_per_token_per_gpu,
+    sglang_default_memory_fraction,
     weights_bytes_per_gpu,
 )
 from aisimulate.perf.shape import ParallelShape
@@ -156,3 +158,68 @@ def test_kv_capacity_falls_with_weights(util, tokens):
         bf16, H200, ParallelShape(), **{**kw, "gpu_memory_utilization": min(util + 0.04, 1.0)}
     )
     assert more.kv_tokens_per_rank > heavy.kv_tokens_per_rank
+
+
+GB200 = get_system("gb200")
+DEP4_EXPERTS_TP4 = ParallelShape(tp=1, attention_dp=4, moe_tp=4, moe_ep=1)
+
+
+@pytest.mark.parametrize(
+    ("system", "tp_size", "dp_size", "expected"),
+    [
+        # 185.03 GiB = 189,471 MiB: chunk 16384, graphs up to 512; reserved 512 + 24,576 + 1,024
+        # + 4/8 x 1,024 + 512 x 4 x 3 + 512 x 4 x 1.5 = 35,840 MiB -> (189,471 - 35,840) / 189,471.
+        ("gb200", 4, 4, 0.811),
+        # 81,920 MiB: chunk 8192, graphs up to 256 below tp 4; reserved 512 + 12,288 + 512 + 128.
+        ("h100_sxm", 1, 1, 0.836),
+        # tp 8: graphs up to 512, reserved 512 + 12,288 + 1,024 + 1,024 = 14,848 MiB.
+        ("h100_sxm", 8, 1, 0.819),
+        # 46,070 MiB: chunk 4096, graphs up to 32; 512 + 6,144 + 64 + 128 = 6,848 MiB (no 10 GiB
+        # floor below 60 GiB).
+        ("l40s", 1, 1, 0.851),
+    ],
+)
+def test_sglang_default_fraction_is_its_server_args_formula(system, tp_size, dp_size, expected):
+    mib = get_system(system).hbm_bytes / 2**20
+    assert sglang_default_memory_fraction(mib, tp_size=tp_size, dp_size=dp_size) == expected
+
+
+def test_each_backend_starts_from_its_own_default_fraction():
+    model = get_model("Qwen/Qwen3-32B")
+    h100 = get_system("h100_sxm")
+    sglang = estimate_memory(model, h100, ParallelShape(), backend="sglang", max_model_len=8192)
+    assert (sglang.memory_fraction, sglang.memory_fraction_raised) == (0.836, False)
+    nccl = sglang.runtime_overhead_bytes_per_gpu - h100.runtime_overhead_gib * GIB
+    # mem_fraction_static bounds weights + KV; activations and CUDA graphs live in the rest.
+    assert sglang.kv_budget_bytes_per_gpu == pytest.approx(
+        (h100.hbm_bytes - nccl) * 0.836 - sglang.weights_bytes_per_gpu
+    )
+    for backend in ("vllm", "trtllm"):
+        assert (
+            estimate_memory(model, h100, ParallelShape(), backend=backend, max_model_len=8192).memory_fraction
+            == 0.9
+        )
+
+
+def test_a_deployment_that_needs_a_raised_fraction_runs_with_one():
+    # DeepSeek-V3 FP8 on 4 GB200s, attention DP 4, experts split 4 ways: 170 GiB of weights per
+    # GPU. SGLang's default (0.811) cannot hold them; such workers ran, with the fraction raised.
+    model = get_model("deepseek-ai/DeepSeek-V3")
+    assert weights_bytes_per_gpu(model, DEP4_EXPERTS_TP4) / GIB == pytest.approx(170.1, abs=0.1)
+    for backend in ("sglang", "vllm"):
+        e = estimate_memory(model, GB200, DEP4_EXPERTS_TP4, backend=backend, max_model_len=2048)
+        assert e.feasible and e.memory_fraction_raised and e.memory_fraction == MAX_MEMORY_FRACTION
+        assert e.kv_tokens_per_rank >= 2048
+    as_given = estimate_memory(
+        model, GB200, DEP4_EXPERTS_TP4, backend="sglang", gpu_memory_utilization=0.811, max_model_len=2048
+    )
+    assert not as_given.feasible and "weights need" in as_given.reason  # a given fraction is kept
+
+
+def test_infeasible_only_when_even_the_highest_fraction_cannot_hold_the_model():
+    e = estimate_memory(
+        get_model("deepseek-ai/DeepSeek-V3"), get_system("h100_sxm"), ParallelShape(tp=8, moe_ep=8)
+    )
+    assert not e.feasible and not e.memory_fraction_raised
+    assert f"a memory fraction of {MAX_MEMORY_FRACTION} leaves 76.0 GiB of h100_sxm's 80.0 GiB" in e.reason
+    assert e.reason.endswith(f"; {MAX_MEMORY_FRACTION} is the highest fraction deployments set")
