@@ -130,10 +130,14 @@ def calibration_for(system: System, backend: str) -> Calibration:
         key = f"{proxy_system(system)}/{kernel_backend}"
         source = f"{key} (stand-in for {system.name})"
     overhead = data.get("overhead", {}).get(backend)
-    # Curves are the system's own measurements: the serving backend's where it has some (SGLang
-    # runs other MoE kernels than vLLM), else those of the backend whose kernel fits it borrows.
+    # Curves are the system's own measurements: those of the backend whose kernel fits it
+    # borrows, overridden shape by shape by the serving backend's own (SGLang runs other MoE
+    # kernels than vLLM).
     measured = data.get("moe_curves", {})
-    curves = measured.get(f"{system.name}/{backend}") or measured.get(f"{system.name}/{kernel_backend}")
+    curves = {
+        **measured.get(f"{system.name}/{kernel_backend}", {}),
+        **measured.get(f"{system.name}/{backend}", {}),
+    }
     return calibration_from_entry(fits[key], overhead, source, curves)
 
 

@@ -71,6 +71,12 @@ def test_sglang_prices_experts_with_its_own_measurements():
     sglang, vllm = calibration_for(b300, "sglang"), calibration_for(b300, "vllm")
     assert sglang.moe_curves[key] != vllm.moe_curves[key]
     assert sglang.gemm == vllm.gemm  # kernel fits stay vLLM's
+    # Shapes SGLang did not measure keep vLLM's measurements (gpt-oss's MXFP4 experts on H100).
+    h100 = get_system("h100_sxm")
+    gptoss = moe_curve_key("mxfp4", 2880, 2880, 4, 128, 8, 1)
+    assert (
+        calibration_for(h100, "sglang").moe_curves[gptoss] == calibration_for(h100, "vllm").moe_curves[gptoss]
+    )
 
 
 def test_block_scaled_fp8_gemms_have_their_own_fit():
