@@ -19,7 +19,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from aisimulate.catalog import get_system
-from aisimulate.perf.points import FIT_TYPES, fit_key, load_points, moe_curves, predict
+from aisimulate.perf.points import FIT_TYPES, fit_key, load_curve_points, load_points, moe_curves, predict
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE / "data" / "calibration"
@@ -69,6 +69,15 @@ def fit_group(family: str, points: list, fixed: dict[str, float] | None = None) 
     return {k: round(float(v), 6) for k, v in fitted.items()}
 
 
+def measured_moe_curves(data_dir: Path) -> dict[str, dict]:
+    """Every densely measured MoE kernel shape, per ``system/backend`` that measured it."""
+    points = load_points(data_dir) + load_curve_points(data_dir)
+    curves = {f"{system}/{backend}": shapes for (system, backend), shapes in moe_curves(points).items()}
+    for key, shapes in curves.items():
+        print(f"curves moe                   {key:16s} {len(shapes)} measured shapes")
+    return curves
+
+
 def fit_kernels(data_dir: Path) -> dict[str, dict]:
     groups: dict[tuple, list] = defaultdict(list)
     for point in load_points(data_dir):
@@ -98,9 +107,6 @@ def fit_kernels(data_dir: Path) -> dict[str, dict]:
     for entry in fits.values():
         # Decode MLA matmuls run on the same tensor cores as prefill attention.
         entry["generation_attention"]["compute_eff"] = entry["context_attention"]["compute_eff"]
-    for (system, backend), curves in moe_curves(load_points(data_dir)).items():
-        fits[f"{system}/{backend}"]["moe_curves"] = curves
-        print(f"curves moe                   {system:9s} {backend:6s} {len(curves)} measured shapes")
     return dict(fits)
 
 
@@ -116,11 +122,14 @@ def main() -> None:
         "provenance": (
             "Kernel fits by benchmarks/calibrate_perf.py to single-kernel measurements "
             "(benchmarks/data/calibration/*_points.csv: h100_sxm, h200_sxm, b200_sxm x vllm, trtllm); "
+            "moe_curves: measured MoE latencies per kernel shape, system and backend (moe_points.csv, "
+            "moe_curve_points.csv); "
             "per-pass overheads and e2e_fit by benchmarks/calibrate_e2e.py to end-to-end H100 "
             "serving benchmarks (e2e_measured_h100.csv), fitted on the models in e2e_fit.models only."
         ),
         "attribution": ATTRIBUTION,
         "fits": fits,
+        "moe_curves": measured_moe_curves(args.data),
         "overhead": previous.get("overhead", {}),
         "e2e_fit": previous.get("e2e_fit", {}),
     }

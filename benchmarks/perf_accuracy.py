@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from aisimulate.perf.kernels import MoeCurve
-from aisimulate.perf.points import TARGETS, load_points, moe_curves, relative_errors
+from aisimulate.perf.points import TARGETS, load_curve_points, load_points, moe_curves, relative_errors
 
 DEFAULT_DATA = Path(__file__).resolve().parent / "data" / "calibration"
 
@@ -53,7 +53,7 @@ def main() -> int:
         flag = "" if median <= target else "  MISS"
         print(f"{family:22s} {system:10s} {len(values):4d} {median:8.1%} {p90:8.1%} {target:7.0%}{flag}")
     loo: dict[str, float] = {}
-    for system, values in sorted(leave_one_out_errors(points).items()):
+    for system, values in sorted(leave_one_out_errors(points + load_curve_points(args.data)).items()):
         loo[system] = round(statistics.median(values), 4)
         print(f"{'moe curves (leave-one-out)':22s} {system:10s} {len(values):4d} {loo[system]:8.1%}")
     summary_line = {"benchmark": "perf_accuracy", "all_within_target": ok, "median_abs_error": summary}

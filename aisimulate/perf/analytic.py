@@ -109,7 +109,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             weight_bytes_per_param=WEIGHT_BYTES_PER_PARAM[storage_dtype],
             peak_tflops=self._peak(storage_dtype),
             hbm_gbps=self.system.hbm_gbps,
-            fit=cal.gemm_fit(math_dtype(storage_dtype, self.system.math_dtypes)),
+            fit=cal.gemm_fit(math_dtype(storage_dtype, self.system.math_dtypes), storage_dtype),
             num_kernels=kernels,
         )
 
@@ -242,13 +242,12 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         tp, stage = shape.tp, shape.gpus_per_stage
         token_bytes = m.hidden_size * 2.0
         _, moe_ep = shape.expert_split
-        # TP all-reduce after attention, and after the MLP unless experts use all-to-all.
-        mlp_reduces = (m.num_dense_layers if m.is_moe else m.num_layers) + (
-            m.num_moe_layers if moe_ep == 1 else 0
-        )
-        tp_count = m.num_layers + mlp_reduces if tp > 1 else 0
-        if m.is_moe and stage > 1 and (moe_ep > 1 or self._dp > 1):
-            # Dispatch and combine of every MoE layer, each GPU sending its share of the group's tokens.
+        # TP all-reduce after attention and after the MLP (dense or experts) of every layer.
+        tp_count = 2 * m.num_layers if tp > 1 else 0
+        if m.is_moe and stage > 1 and self._dp > 1:
+            # Dispatch and combine of every MoE layer, each GPU sending its share of the group's
+            # tokens. Without attention DP every GPU already holds every token: experts split over
+            # GPUs sum their outputs with the same all-reduce a tensor-split MLP does.
             moe_comm = all_to_all(
                 count=2 * m.num_moe_layers,
                 num_gpus=stage,

@@ -24,6 +24,17 @@ DATA_FILE = "calibration.json"
 # weight-only kernels on chips without FP4 math (4-bit reads, bf16 math), unlike any bf16 or fp8
 # kernel, and Blackwell's MXFP4 kernels are their own too.
 MOE_FORMAT_FITS = frozenset({"mxfp4"})
+# Weight formats whose GEMMs are measured apart from their math dtype's: block-scaled FP8
+# (DeepSeek-class checkpoints) runs its own kernels (DeepGEMM and kin), launched at a fraction of
+# per-tensor FP8's fixed cost.
+GEMM_FORMAT_FITS = frozenset({"fp8_block"})
+
+
+def gemm_fit_key(weight_dtype: str, math_dtype: str) -> str:
+    """The ``gemm`` entry a weight format's linear layers are priced with (and fitted into)."""
+    if weight_dtype in GEMM_FORMAT_FITS:
+        return weight_dtype
+    return "fp8" if math_dtype == "fp8" else "bf16"
 
 
 def moe_fit_key(weight_dtype: str, math_dtype: str) -> str:
@@ -50,12 +61,14 @@ class Calibration:
     allreduce: CollectiveFit
     alltoall: CollectiveFit
     overhead: OverheadFit
-    # Measured MoE latencies per kernel shape (``moe_curve_key``): (tokens, one layer's ms). Only
-    # for the measured system itself; a stand-in calibration carries none.
+    # Measured MoE latencies per kernel shape (``moe_curve_key``): (tokens, one layer's ms),
+    # measured on this very system and backend (a stand-in's are never borrowed).
     moe_curves: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
 
-    def gemm_fit(self, math_dtype: str) -> GemmFit:
-        return self.gemm.get(math_dtype) or self.gemm.get("fp8") or self.gemm["bf16"]
+    def gemm_fit(self, math_dtype: str, weight_dtype: str | None = None) -> GemmFit:
+        """The format's own fit when one was measured, else the math dtype's."""
+        own = self.gemm.get(weight_dtype) if weight_dtype in GEMM_FORMAT_FITS else None
+        return own or self.gemm.get(math_dtype) or self.gemm.get("fp8") or self.gemm["bf16"]
 
     def moe_fit(self, weight_dtype: str, math_dtype: str) -> MoeFit:
         """The format's own fit when one was measured, else the math dtype's."""
@@ -86,11 +99,14 @@ def proxy_system(system: System) -> str:
 
 
 def calibration_from_entry(
-    entry: dict[str, Any], overhead: dict[str, Any] | None, source: str, *, measured_here: bool = True
+    entry: dict[str, Any],
+    overhead: dict[str, Any] | None,
+    source: str,
+    curves: dict[str, Any] | None = None,
 ) -> Calibration:
-    """Build a :class:`Calibration` from one ``fits`` entry of the data file's layout; the MoE
-    curves come along only when the entry was ``measured_here`` (not a stand-in system)."""
-    curves = entry.get("moe_curves", {}) if measured_here else {}
+    """Build a :class:`Calibration` from one ``fits`` entry of the data file's layout and the
+    MoE curves measured on the system itself (``moe_curves`` of the data file)."""
+    curves = curves or {}
     return Calibration(
         source=source,
         gemm={k: _make(GemmFit, v) for k, v in entry["gemm"].items()},
@@ -110,12 +126,19 @@ def calibration_for(system: System, backend: str) -> Calibration:
     kernel_backend = backend_profile(backend).kernel_backend
     key = f"{system.name}/{kernel_backend}"
     source = key
-    measured_here = key in fits
-    if not measured_here:
+    if key not in fits:
         key = f"{proxy_system(system)}/{kernel_backend}"
         source = f"{key} (stand-in for {system.name})"
     overhead = data.get("overhead", {}).get(backend)
-    return calibration_from_entry(fits[key], overhead, source, measured_here=measured_here)
+    # Curves are the system's own measurements: those of the backend whose kernel fits it
+    # borrows, overridden shape by shape by the serving backend's own (SGLang runs other MoE
+    # kernels than vLLM).
+    measured = data.get("moe_curves", {})
+    curves = {
+        **measured.get(f"{system.name}/{kernel_backend}", {}),
+        **measured.get(f"{system.name}/{backend}", {}),
+    }
+    return calibration_from_entry(fits[key], overhead, source, curves)
 
 
 def e2e_fitted_models() -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from aisimulate.catalog.dtypes import WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.catalog.systems import System, get_system
-from aisimulate.perf.calibration import calibration_for, moe_curve_key, moe_fit_key
+from aisimulate.perf.calibration import calibration_for, gemm_fit_key, moe_curve_key, moe_fit_key
 from aisimulate.perf.kernels import (
     AttentionFit,
     CollectiveFit,
@@ -43,6 +43,7 @@ _DTYPES = {
     "fp8": "fp8",
     "fp8_block": "fp8_block",
     "w4a16_mxfp4": "mxfp4",
+    "nvfp4": "nvfp4",
 }
 _ALLREDUCE_KERNELS = {"vllm": "vLLM_custom_graph", "trtllm": "TRTLLM"}
 
@@ -66,6 +67,18 @@ class Point:
 def _rows(path: Path) -> Iterator[dict[str, str]]:
     with path.open(newline="") as fh:
         yield from csv.DictReader(fh)
+
+
+def load_curve_points(data_dir: str | Path) -> list[Point]:
+    """MoE kernels measured densely for one model's expert shape on many systems and backends
+    (``moe_curve_points.csv``): the analytic model interpolates them on their own system and
+    backend (``moe_curves``); no fit sees them."""
+    points: list[Point] = []
+    for row in _rows(Path(data_dir) / "moe_curve_points.csv"):
+        if row["distribution"] == MOE_ROUTING:
+            dtype = _DTYPES[row["moe_dtype"]]
+            points.append(Point("moe", row["system"], row["backend"], dtype, float(row["latency_ms"]), row))
+    return points
 
 
 def load_points(data_dir: str | Path) -> list[Point]:
@@ -207,7 +220,7 @@ def fit_key(point: Point, system: System) -> str:
     math = math_dtype(point.dtype, system.math_dtypes)
     if point.family == "moe":
         return moe_fit_key(point.dtype, math)
-    return "fp8" if math == "fp8" else "bf16"
+    return gemm_fit_key(point.dtype, math)
 
 
 def calibrated_fit(point: Point) -> Any:
@@ -216,7 +229,7 @@ def calibrated_fit(point: Point) -> Any:
     cal = calibration_for(system, point.backend)
     math = math_dtype(point.dtype, system.math_dtypes)
     if point.family == "gemm":
-        return cal.gemm_fit(math)
+        return cal.gemm_fit(math, point.dtype)
     if point.family == "moe":
         return cal.moe_fit(point.dtype, math)
     return getattr(cal, point.family)

@@ -160,8 +160,8 @@ def test_bundled_moe_curves_are_the_measured_points():
     import json
     from importlib import resources
 
-    from aisimulate.perf.points import moe_curves
+    from aisimulate.perf.points import load_curve_points, moe_curves
 
     data = json.loads((resources.files("aisimulate.perf") / "data" / "calibration.json").read_text())
-    bundled = {k: e["moe_curves"] for k, e in data["fits"].items() if "moe_curves" in e}
-    assert bundled == {f"{s}/{b}": curves for (s, b), curves in moe_curves(load_points(DATA)).items()}
+    measured = moe_curves(load_points(DATA) + load_curve_points(DATA))
+    assert data["moe_curves"] == {f"{s}/{b}": curves for (s, b), curves in measured.items()}

@@ -1,0 +1,170 @@
+"""Copy DeepSeek-V3's measured kernels from AIConfigurator's database into the calibration data.
+
+DeepSeek-class checkpoints (MLA + 256 routed experts, block-scaled FP8 or NVFP4 experts) run
+kernels the other points do not describe: block-scaled FP8 GEMMs (DeepGEMM and its kin, launched
+with a smaller fixed cost than per-tensor FP8) and expert kernels whose per-GPU cost at small
+token counts depends strongly on the TP/EP split (a tensor-split expert of width 256 is far from
+its roofline). This script writes
+
+* block-scaled FP8 GEMM points of DeepSeek-V3's linear layers (MLA projections, output, shared
+  and dense MLP at tp 1/4/8) for the fitted systems into ``gemm_points.csv`` (their own
+  ``fp8_block`` GEMM fit), replacing earlier ``fp8_block`` rows;
+* the routed-expert latencies of DeepSeek-V3's expert shape (hidden 7,168, width 2,048, top-8 of
+  256; FP8 block-scaled and NVFP4; skewed routing) at every measured TP x EP split and token
+  count, per system and serving backend, into ``moe_curve_points.csv``: the analytic model
+  interpolates them (``moe_curves``) on that very system and backend.
+
+    pip install -e ".[aic]"
+    python benchmarks/extract_deepseek_points.py
+
+"Contains performance data from NVIDIA AIConfigurator, Apache-2.0."
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data" / "calibration"
+
+# Database version per serving backend (the newest with the tables below).
+VERSIONS = {"trtllm": "1.3.0rc20", "vllm": "0.24.0", "sglang": "0.5.14"}
+GEMM_SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm")  # the systems with kernel fits
+# Fit backend -> the database whose block-scaled FP8 GEMMs it is fitted on. The ``vllm`` fits
+# serve vLLM and SGLang, which both run DeepGEMM for DeepSeek; SGLang's table is the one timed as
+# served (vLLM 0.24.0's own DeepGEMM rows cost 0.17-0.27 ms a call at any size: launch-bound,
+# not the kernel).
+GEMM_SOURCES = {"trtllm": "trtllm", "vllm": "sglang"}
+GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+H = 7168
+GEMM_SHAPES = {  # (n, k): what it is in DeepSeek-V3
+    (2112, H): "q_a + kv_a down-projections",
+    (24576, 1536): "q_b tp1",
+    (6144, 1536): "q_b tp4",
+    (3072, 1536): "q_b tp8",
+    (H, 16384): "o_proj tp1",
+    (H, 4096): "o_proj tp4",
+    (H, 2048): "o_proj tp8 / shared down tp1",
+    (4096, H): "shared gate_up tp1",
+    (512, H): "shared gate_up tp8",
+}
+MOE_SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
+MOE_DTYPES = ("fp8_block", "nvfp4")
+MOE_ROUTING = "power_law_1.2"
+MAX_MOE_GPUS = 64
+# Dense where decode batches fall and where the kernels step (tile sizes), sparser beyond.
+MOE_TOKENS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+def _table(system: str, family: str, backend: str, name: str) -> pd.DataFrame | None:
+    root = resources.files("aiconfigurator_core") / "systems" / "data" / system / family / backend
+    path = root / VERSIONS[backend] / name
+    return pd.read_parquet(str(path)) if path.is_file() else None
+
+
+def gemm_rows() -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for system in GEMM_SYSTEMS:
+        for backend, source in GEMM_SOURCES.items():
+            table = _table(system, "gemm", source, "gemm_perf.parquet")
+            if table is None:
+                continue
+            table = table[(table.gemm_dtype == "fp8_block") & table.m.isin(GEMM_M)]
+            for (n, k), note in GEMM_SHAPES.items():
+                shape = table[(table.n == n) & (table.k == k)]
+                for m, group in shape.groupby("m"):
+                    latency = float(group.latency.median())
+                    rows.append(
+                        {
+                            "system": system,
+                            "backend": backend,
+                            "version": f"{source} {VERSIONS[source]}",
+                            "kernel_source": group.kernel_source.iloc[0],
+                            "dtype": "fp8_block",
+                            "m": int(m),
+                            "n": n,
+                            "k": k,
+                            "latency_ms": round(latency, 6),
+                            "achieved_tflops": round(2 * int(m) * n * k / latency / 1e9, 2),
+                            "note": f"DeepSeek-V3 {note}",
+                        }
+                    )
+    return rows
+
+
+def moe_rows() -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for system in MOE_SYSTEMS:
+        for backend in VERSIONS:
+            table = _table(system, "moe", backend, "moe_perf.parquet")
+            if table is None:
+                continue
+            table = table[
+                (table.hidden_size == H)
+                & (table.inter_size == 2048)
+                & (table.topk == 8)
+                & (table.num_experts == 256)
+                & table.moe_dtype.isin(MOE_DTYPES)
+                & (table.distribution == MOE_ROUTING)
+                & (table.moe_tp_size * table.moe_ep_size <= MAX_MOE_GPUS)
+                & table.num_tokens.isin(MOE_TOKENS)
+            ]
+            keys = ["moe_dtype", "moe_tp_size", "moe_ep_size", "num_tokens"]
+            # Where a backend measured several kernels for one shape (TRT-LLM's NVFP4 CUTLASS and
+            # min-latency MoE), the fastest is the one it runs.
+            medians = table.groupby([*keys, "kernel_source"], as_index=False)["latency"].median()
+            fastest = medians.loc[medians.groupby(keys)["latency"].idxmin()]
+            for row in fastest.itertuples(index=False):
+                rows.append(
+                    {
+                        "system": system,
+                        "backend": backend,
+                        "kernel_source": row.kernel_source,
+                        "moe_dtype": row.moe_dtype,
+                        "num_tokens": int(row.num_tokens),
+                        "hidden": H,
+                        "inter": 2048,
+                        "topk": 8,
+                        "num_experts": 256,
+                        "moe_tp": int(row.moe_tp_size),
+                        "moe_ep": int(row.moe_ep_size),
+                        "distribution": MOE_ROUTING,
+                        "latency_ms": round(float(row.latency), 6),
+                    }
+                )
+            print(f"{system} {backend}: {len(table)} MoE rows")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    args = parser.parse_args()
+    gemm_path = args.data / "gemm_points.csv"
+    with gemm_path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        fieldnames = list(reader.fieldnames or ())
+        kept = [row for row in reader if row["dtype"] != "fp8_block"]
+    new_gemm = gemm_rows()
+    with gemm_path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fieldnames)
+        writer.writeheader()
+        writer.writerows(kept)
+        writer.writerows(new_gemm)
+    print(f"{gemm_path}: {len(kept)} rows kept, {len(new_gemm)} fp8_block rows written")
+    new_moe = moe_rows()
+    moe_path = args.data / "moe_curve_points.csv"
+    with moe_path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(new_moe[0]))
+        writer.writeheader()
+        writer.writerows(new_moe)
+    print(f"{moe_path}: {len(new_moe)} rows written")
+
+
+if __name__ == "__main__":
+    main()
