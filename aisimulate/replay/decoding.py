@@ -16,7 +16,6 @@ a rank and its strategy never form a reference cycle.
 
 from __future__ import annotations
 
-import heapq
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aisimulate.replay.scheduler import ceil_div
@@ -140,12 +139,7 @@ class LedgerDecoding:
     def start(self, rank: Rank, r: Request, next_pass: int) -> None:
         rank._fresh.append(r)
         r.finish_pass = next_pass + rank.ledger.start(r, next_pass) - 1
-        bucket = rank.finish_at.get(r.finish_pass)
-        if bucket is None:
-            rank.finish_at[r.finish_pass] = [r]
-            heapq.heappush(rank._finish_heap, r.finish_pass)
-        else:
-            bucket.append(r)
+        rank.finish_at.setdefault(r.finish_pass, []).append(r)
         rank.dec_ctx += r.num_computed
 
     def stop(self, rank: Rank, r: Request, p: int) -> None:

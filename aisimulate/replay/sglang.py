@@ -169,7 +169,7 @@ class SglangRank(Rank):
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay)
         return done
 
-    def commit_stretch(self, ends: array[float]) -> list[Request]:
-        done = super().commit_stretch(ends)
+    def commit_stretch(self, ends: array[float], start_ms: float) -> list[Request]:
+        done = super().commit_stretch(ends, start_ms)
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay * len(ends))
         return done

@@ -293,8 +293,9 @@ class Simulation:
             self._wake(rank, now, queued=True)
 
     def _wake(self, rank: Rank, now: float, *, queued: bool = False) -> None:
-        """New work for a rank: cut its worker's stretch so that a later pass can take it
-        (``queued``: a waiting request, which asynchronous scheduling admits a pass later)."""
+        """New work for a rank: its worker's planned passes stop at the next boundary, where it
+        can join (``queued``: a waiting request, which asynchronous scheduling admits a pass
+        later)."""
         worker = self.worker_of[id(rank)]
         moved = worker.cut(now, lag=queued and rank.async_admission)
         if moved is not None:
@@ -345,16 +346,18 @@ class Simulation:
         queue = rank.pending_destinations
         if not queue:
             return
-        # Blocks are taken at each pass's start: a running stretch keeps only its passes that
-        # started before now, whose blocks the reservation must leave room for.
-        self._wake(rank, now)
-        committed = rank.stretch_blocks(self.worker_of[id(rank)].stretch_passes)
+        # Blocks are taken at each pass's start: planned passes that started before now took
+        # blocks not booked yet, which the reservation must leave room for.
+        worker = self.worker_of[id(rank)]
+        committed = worker.unbooked_blocks(rank, now)
+        reserved = False
         while queue:
             r, prefilled, source = queue[0]
             missing = rank.reserve(r, committed)
             if missing is None:
-                return
+                break
             queue.popleft()
+            reserved = True
             tokens = r.prompt_len
             if self.destination_missing:
                 tokens = min(missing * self.block_size, tokens)
@@ -367,6 +370,11 @@ class Simulation:
                 self._push(now + ms, _TRANSFER, (r, prefilled, source, rank))
             else:
                 self._arrive_decode(r, prefilled, source, rank, now)
+        if reserved and (moved := worker.keep_room(rank, now)) is not None:
+            self._push(moved, _PASS_END, (worker, worker.version))
+        if queue and rank.materialized:
+            # A hand-off waiting for KV lets arrived prompts go ahead of the rank's queue.
+            self._wake(rank, now)
 
     def _arrive_decode(self, r: Request, prefilled: Request, source: Rank, rank: Rank, now: float) -> None:
         source.release_sent(prefilled)
@@ -436,15 +444,11 @@ class Simulation:
             if self.timeline is not None:
                 self._sample(now)
             started_instant = False
-            horizon = until = float("inf")
-            if self.timeline is not None:
-                until = self._next_sample_ms
-            if not self.closed and (upcoming := self._next_session()) is not None:
-                horizon = upcoming.arrival_ms
+            until = self._next_sample_ms if self.timeline is not None else float("inf")
             for worker in self.workers:
                 if worker.busy or not worker.has_work() or (stalled and id(worker) in stalled):
                     continue
-                end = worker.begin(now, horizon, until)
+                end = worker.begin(now, until)
                 for rank in worker.ranks:  # copies the pass asked for (host offload)
                     for link in rank.link_work(now):
                         self._schedule_link(link, rank)
@@ -516,10 +520,10 @@ class Simulation:
                 self._schedule_link(other, rank)
             if onboarded is not None:
                 _, r, keys = onboarded
-                # Blocks a running stretch took but has not booked yet are not free.
+                # Blocks planned passes took but have not booked yet are not free.
                 self._wake(rank, now)
                 worker = self.worker_of[id(rank)]
-                room = rank.pool.available() - rank.stretch_blocks(worker.stretch_passes)
+                room = rank.pool.available() - worker.unbooked_blocks(rank, now)
                 was_idle = not rank.waiting
                 rank.finish_onboard(r, keys, now, room)
                 if was_idle:
