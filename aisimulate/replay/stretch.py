@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from aisimulate.perf.model import PassRecord
 
@@ -28,6 +28,25 @@ if TYPE_CHECKING:
     from aisimulate.replay.plan import EngineSpec
     from aisimulate.replay.request import Request
     from aisimulate.replay.scheduler import AdmissionPolicy
+
+
+class RunTail(NamedTuple):
+    """Where a planned run ends: the rank's pass after it, its decoders then and their summed
+    context (what the next run starts from)."""
+
+    pass_idx: int
+    decoders: int
+    context_tokens: int
+
+
+class PlannedRun(NamedTuple):
+    """A rank's planned passes: their durations, the passes (from the run's first) that complete
+    decoders, whether it stopped short for want of KV blocks, and where it ends."""
+
+    times: list[float]
+    finishes: list[int]
+    short: bool
+    tail: RunTail
 
 
 class DecodeStretches:
@@ -97,36 +116,38 @@ class DecodeStretches:
             price = self._pricers[d] = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)
         return price
 
-    def stretch_times(self, passes: int) -> tuple[list[float], list[int], bool]:
-        """Durations of up to ``passes`` decode-only passes from the next one, the batch
-        shrinking at each completion the ledger holds; the passes (counted from the next) that
-        complete decoders; and whether the run stopped short for want of KV blocks (counted as
-        if no decoder left: a conservative stop, after which the pass is planned again). The run
-        ends early when its last decoder finishes. Nothing changes until :meth:`commit_stretch`."""
-        p, ledger = self.pass_idx, self.ledger
+    def stretch_times(self, passes: int, start: RunTail | None = None, taken_blocks: int = 0) -> PlannedRun:
+        """Up to ``passes`` decode-only passes from the next one (or from ``start``, where an
+        earlier run ended, its passes holding ``taken_blocks`` not booked yet), the batch
+        shrinking at each completion the ledger holds. The run stops short before a pass that
+        finds no KV blocks (counted as if no decoder left: a conservative stop, after which the
+        pass is planned again), and ends with its last decoder. Nothing changes until
+        :meth:`commit_stretch`."""
+        p, d, ctx = start if start is not None else (self.pass_idx, len(self.decoders), self.dec_ctx)
+        ledger, finish_at = self.ledger, self.finish_at
         # A KV-aware router reads which blocks are cached: then a run must not evict any.
         available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
-        fit = ledger.passes_with_blocks(p, passes, available)
+        fit = ledger.passes_with_blocks(p, passes, available - taken_blocks)
         last = p + fit
-        finishes = sorted(f for f in self.finish_at if f < last)
+        finishes = sorted(f for f in finish_at if p <= f < last)
         times: list[float] = []
-        d, ctx, k = len(self.decoders), self.dec_ctx, p
-        append = times.append
+        append, k = times.append, p
         for f in finishes:
             price = self._pricer(d)
             for tokens in ledger.increments(k, f + 1 - k, d):
                 ctx += tokens
                 append(price(ctx))
             k = f + 1
-            for r in self.finish_at[f]:  # the terminal token it emitted is never computed
+            for r in finish_at[f]:  # the terminal token it emitted is never computed
                 ctx -= r.dec_nc0 + ledger.done(r, k - r.dec_pass0)
-            d -= len(self.finish_at[f])
+            d -= len(finish_at[f])
         if d and k < last:
             price = self._pricer(d)
             for tokens in ledger.increments(k, last - k, d):
                 ctx += tokens
                 append(price(ctx))
-        return times, [f - p for f in finishes], fit < passes and d > 0
+            k = last
+        return PlannedRun(times, [f - p for f in finishes], fit < passes and d > 0, RunTail(k, d, ctx))
 
     def stretch_blocks(self, passes: int) -> int:
         """Blocks the decoders take over the next ``passes`` decode-only passes."""

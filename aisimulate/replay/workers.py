@@ -19,7 +19,7 @@ from aisimulate.perf.shape import ParallelShape
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import BlockPool
 from aisimulate.replay.kv_events import Clock
-from aisimulate.replay.lockstep import WINDOW_PASSES, Window
+from aisimulate.replay.lockstep import Window
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
@@ -166,7 +166,7 @@ class Worker:
                 if not rank.stretch_ready():
                     return None
                 busy.append(rank.rank)
-        window = Window(self.ranks, now_ms, WINDOW_PASSES)
+        window = Window(self.ranks, now_ms)
         for i in busy:
             if not window.price(i):
                 return None
@@ -174,12 +174,13 @@ class Worker:
         return window.lay_out(until_ms)
 
     def _resume(self, until_ms: float) -> float | None:
-        """At a boundary of the running window: ranks with new work (or whose blocks a
-        reservation took) book up to here and are priced again from here. None when the window
-        is over, or a rank's next pass must be stepped (the window is then booked and closed)."""
+        """At a boundary of the running window: at the end of the priced passes, every rank's
+        run is priced further; ranks with new work (or whose blocks a reservation took) book up
+        to here and are priced again from here. None when the window closes (a rank's next pass
+        must be stepped, or a timeline sample is due): every rank is then booked."""
         window = self._window
         assert window is not None
-        if window.pos >= window.passes or not window.active_ahead():
+        if window.pos >= window.passes and (window.final or not window.extend()):
             self._close()
             return None
         dirty = window.dirty
@@ -245,7 +246,7 @@ class Worker:
         window = self._window
         if window is not None:
             finished = window.settle()
-            if window.pos >= window.passes or not window.active_ahead():
+            if not window.active_ahead():
                 finished.extend(self._close())
             return finished
         finished = []

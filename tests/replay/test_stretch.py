@@ -54,12 +54,16 @@ def test_a_run_spans_completions_and_the_batch_shrinks_at_each():
     # Both decoded their first token: the one with 4 outputs has 3 passes left, the last of
     # which finishes it (127 + 3 computed tokens leave the batch's context with it); the other
     # then decodes alone.
-    times, finishes, short = rank.stretch_times(10)
+    run = rank.stretch_times(10)
     expected = [decode_ms(2 * (127 + k), capacity) for k in range(1, 4)]
     expected += [decode_ms(127 + k, capacity) for k in range(4, 11)]
-    assert times == pytest.approx(expected, rel=1e-12)
-    assert finishes == [2] and not short
-    ends = planned(rank, start, times)
+    assert run.times == pytest.approx(expected, rel=1e-12)
+    assert run.finishes == [2] and not run.short
+    # A run priced on from where an earlier one ended is the rest of the same run.
+    head = rank.stretch_times(2)
+    rest = rank.stretch_times(8, head.tail, rank.stretch_blocks(2))
+    assert head.times + rest.times == run.times and rest.finishes == [0] and rest.tail == run.tail
+    ends = planned(rank, start, run.times)
     finished = rank.commit_stretch(ends[:3], start)
     assert [r.rid for r in finished] == [0]
     assert finished[0].generated == 4 and finished[0].finish_ms == ends[2]
@@ -67,13 +71,14 @@ def test_a_run_spans_completions_and_the_batch_shrinks_at_each():
     # Booking the rest continues the same run.
     assert rank.commit_stretch(ends[3:], ends[2]) == []
     assert rank.pass_idx == 11 and rank.decoders[1].generated == 1
-    assert rank.stretch_times(1)[0] == pytest.approx([decode_ms(127 + 11, capacity)], rel=1e-12)
+    assert rank.stretch_times(1).times == pytest.approx([decode_ms(127 + 11, capacity)], rel=1e-12)
 
 
 def test_a_run_ends_with_its_last_decoder():
     rank, _ = decoding_rank(100, 3, 5)
-    times, finishes, short = rank.stretch_times(32)
-    assert len(times) == 4 and finishes == [1, 3] and not short
+    run = rank.stretch_times(32)
+    assert len(run.times) == 4 and run.finishes == [1, 3] and not run.short
+    assert run.tail.decoders == 0 and run.tail.context_tokens == 0
 
 
 def test_a_speculative_run_advances_by_its_bursts():
@@ -81,10 +86,10 @@ def test_a_speculative_run_advances_by_its_bursts():
     # with 10 outputs has 9 left after its prompt pass: 3 steps, the third of which finishes it.
     rank, start = decoding_rank(100, 10, 30, nextn=2, nextn_accept_rates=[1.0, 1.0])
     assert rank.decoding.plans_stretches
-    times, finishes, _ = rank.stretch_times(3)
+    run = rank.stretch_times(3)
     expected = [decode_ms(2 * (127 + 3 * k), rank.capacity_tokens) for k in range(1, 4)]
-    assert times == pytest.approx(expected, rel=1e-12) and finishes == [2]
-    finished = rank.commit_stretch(planned(rank, start, times), start)
+    assert run.times == pytest.approx(expected, rel=1e-12) and run.finishes == [2]
+    finished = rank.commit_stretch(planned(rank, start, run.times), start)
     assert [r.rid for r in finished] == [0] and finished[0].generated == 10
     assert rank.pass_idx == 4 and rank.dec_ctx == 127 + 9  # the other: its prompt and 3 bursts
     collector = rank.collector
@@ -95,10 +100,11 @@ def test_a_run_stops_before_the_pass_that_finds_no_block():
     # 4 blocks hold both prompts (2 each, the 128th token fits the second block); the pass
     # after the first decode needs a third block per decoder, which is not there.
     rank, start = decoding_rank(4, 10, 10)
-    times, _, short = rank.stretch_times(8)
-    assert len(times) == 1 and short
-    rank.commit_stretch(planned(rank, start, times), start)
-    assert rank.stretch_times(8) == ([], [], True)  # the next pass must preempt: stepped
+    run = rank.stretch_times(8)
+    assert len(run.times) == 1 and run.short
+    rank.commit_stretch(planned(rank, start, run.times), start)
+    run = rank.stretch_times(8)
+    assert run.times == [] and run.short  # the next pass must preempt: stepped
 
 
 def dp_plan(backend, decode_blocks=4096):
