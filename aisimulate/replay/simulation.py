@@ -91,7 +91,7 @@ class Simulation:
     ) -> None:
         self.collector = Collector()
         # Prefill workers emit no visible tokens: their first token is the decode worker's.
-        self.hidden = Collector(on_admission=self.collector.admission_counted)
+        self.hidden = Collector(on_admission=self.collector.admission_counted, keep_finished=False)
         rng = np.random.default_rng([seed, 0x7017E])
         block_size = next(iter(engines.values())).spec.block_size
         unit = unit_blocks(workload.hash_block_tokens(block_size), block_size)
