@@ -140,7 +140,7 @@ class Rank(DecodeStretches, DecodeDestination):
         self._fresh: list[Request] = []
         self.last_pass: PassRecord | None = None  # None before the first pass
         # Decode-pass prices bound per batch size (see stretch.py).
-        self._pricers: dict[int, Callable[[float], float]] = {}
+        self._pricers: dict[int, tuple[float, float] | Callable[[float], float]] = {}
         # vLLM's async scheduling chooses pass n+1 when pass n starts: a request that arrives
         # while pass n runs can join pass n+2 at the earliest (set by the pool builder).
         self.async_admission = False

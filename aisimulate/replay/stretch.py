@@ -11,7 +11,7 @@ lock-step ranks side by side: one event per completion or arrival instead of one
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from aisimulate.perf.model import PassRecord
@@ -74,7 +74,7 @@ class DecodeStretches:
     dec_ctx: int
     reserved_blocks: int
     last_pass: PassRecord | None
-    _pricers: dict[int, Callable[[float], float]]
+    _pricers: dict[int, tuple[float, float] | Callable[[float], float]]
     _last_start_ms: float
     _last_end_ms: float
 
@@ -108,13 +108,27 @@ class DecodeStretches:
             return False
         return not self.prefilling and bool(self.decoders) and not self._head_could_start()
 
-    def _pricer(self, d: int) -> Callable[[float], float]:
-        """The decode-pass price of ``d`` decoders as a function of their summed context: bound
-        once per batch size (a batch shrinks and grows by one request at a time)."""
+    def _price_passes(self, times: list[float], d: int, ctx: int, increments: Iterable[int]) -> int:
+        """Append the durations of decode-only passes of ``d`` decoders whose summed context
+        grows by ``increments``; return the context after them. The price is bound once per batch
+        size (a batch shrinks and grows by one request at a time): a straight line in the
+        context where the provider knows one, else its bound pricer."""
         price = self._pricers.get(d)
         if price is None:
-            price = self._pricers[d] = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)
-        return price
+            perf, tps, capacity = self.perf, self.tokens_per_step, self.capacity_tokens
+            price = perf.decode_line(d, tps, capacity) or perf.decode_pricer(d, tps, capacity)
+            self._pricers[d] = price
+        append = times.append
+        if isinstance(price, tuple):
+            base, slope = price
+            for tokens in increments:
+                ctx += tokens
+                append(base + slope * ctx)
+        else:
+            for tokens in increments:
+                ctx += tokens
+                append(price(ctx))
+        return ctx
 
     def stretch_times(self, passes: int, start: RunTail | None = None, taken_blocks: int = 0) -> PlannedRun:
         """Up to ``passes`` decode-only passes from the next one (or from ``start``, where an
@@ -131,21 +145,15 @@ class DecodeStretches:
         last = p + fit
         finishes = sorted(f for f in finish_at if p <= f < last)
         times: list[float] = []
-        append, k = times.append, p
+        k = p
         for f in finishes:
-            price = self._pricer(d)
-            for tokens in ledger.increments(k, f + 1 - k, d):
-                ctx += tokens
-                append(price(ctx))
+            ctx = self._price_passes(times, d, ctx, ledger.increments(k, f + 1 - k, d))
             k = f + 1
             for r in finish_at[f]:  # the terminal token it emitted is never computed
                 ctx -= r.dec_nc0 + ledger.done(r, k - r.dec_pass0)
             d -= len(finish_at[f])
         if d and k < last:
-            price = self._pricer(d)
-            for tokens in ledger.increments(k, last - k, d):
-                ctx += tokens
-                append(price(ctx))
+            ctx = self._price_passes(times, d, ctx, ledger.increments(k, last - k, d))
             k = last
         return PlannedRun(times, [f - p for f in finishes], fit < passes and d > 0, RunTail(k, d, ctx))
 
