@@ -379,18 +379,20 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         generation = self._generation
         if not isinstance(generation, GenerationAttention):
             return None  # sparse attention reads a capped number of context tokens
-        per_token = generation.per_context_token_mem_ms
+        memory = generation.per_context_token_mem_ms
         compute = generation.per_context_token_compute_ms * tokens_per_step
-        # Memory-bound generation attention without a sliding window is the only term that reads
-        # the context; the draft layers (MTP) and an overlapped overhead (async) bend the line.
+        # Generation attention without a sliding window is the only term that reads the context,
+        # memory- or compute-bound at every context unless the two nearly tie (a margin well
+        # above rounding); the draft layers (MTP) and an overlapped overhead (async) bend it.
         if (
             self._mtp_layer_fraction
             or self.async_scheduling
             or generation.sliding_per_token_ms
-            or compute >= per_token * (1 - 1e-9)
+            or abs(compute - memory) <= 1e-9 * max(compute, memory)
             or decode_requests <= 0
         ):
             return None
+        per_token = max(memory, compute)
         d, tps = decode_requests, tokens_per_step
         gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)
         state = self._s_linear_attention(0, d * tps)

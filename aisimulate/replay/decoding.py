@@ -7,8 +7,8 @@ A rank picks its strategy once, when it is built (:meth:`Rank.decoding_strategy`
   decode step that may not fit the token budget, or a preemption victim that may already be
   scheduled in the pass);
 * :data:`LEDGER` keeps the decoders as the rank's ledger (see :mod:`ledger`): per-pass work
-  independent of the batch size, and runs of identical decode-only passes a worker can plan at
-  once (:mod:`stretch`).
+  independent of the batch size, and runs of decode-only passes a worker plans ahead across
+  completions (:mod:`stretch`, :mod:`lockstep`).
 
 The strategies hold no state of their own: each call names the rank whose requests it moves, so
 a rank and its strategy never form a reference cycle.
