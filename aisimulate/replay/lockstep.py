@@ -168,6 +168,11 @@ class Window:
         leaves it)."""
         return any(lane is not None for lane in self.lanes)
 
+    def ended(self, now_ms: float) -> int:
+        """Window passes that ended by ``now_ms`` (their completions are published: each has an
+        event at its end)."""
+        return int(self.bounds[1 : self.passes + 1].searchsorted(now_ms, side="right"))
+
     def started(self, now_ms: float, busy: bool) -> int:
         """Window passes started by ``now_ms`` (a pass ending now has not been followed yet,
         unless the worker already began the next one: ``busy``)."""

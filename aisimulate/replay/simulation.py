@@ -406,9 +406,14 @@ class Simulation:
 
     # ---- the loop ------------------------------------------------------------------------
     def _next_time(self) -> float | None:
+        heap = self.heap
+        # A worker's event that new work moved earlier is no instant of its own (a timeline
+        # sample there would read a moment stepping never stops at).
+        while heap and heap[0][1] == _PASS_END and heap[0][3][1] != heap[0][3][0].version:
+            heapq.heappop(heap)
         candidates = []
-        if self.heap:
-            candidates.append(self.heap[0][0])
+        if heap:
+            candidates.append(heap[0][0])
         if not self.closed and (session := self._next_session()) is not None:
             candidates.append(session.arrival_ms)
         return min(candidates) if candidates else None
@@ -536,6 +541,9 @@ class Simulation:
 
     def _sample(self, now: float) -> None:
         assert self.timeline is not None
+        if now >= self._next_sample_ms:
+            for worker in self.workers:
+                worker.book_ended(now)
         while now >= self._next_sample_ms:
             tokens = self.collector.emitted_tokens
             interval_s = self.timeline_interval_ms / 1000.0

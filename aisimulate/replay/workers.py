@@ -220,6 +220,15 @@ class Worker:
         self.version += 1
         return float(window.bounds[at])
 
+    def book_ended(self, now_ms: float) -> None:
+        """Book every rank's planned passes that ended by ``now_ms`` (a timeline sample reads
+        the ranks' state as stepping would have left it)."""
+        window = self._window
+        if window is not None:
+            ended = window.ended(now_ms)
+            for i in range(len(self.ranks)):
+                window.commit(i, ended)
+
     def unbooked_blocks(self, rank: Rank, now_ms: float) -> int:
         """Blocks ``rank``'s planned passes started by ``now_ms`` took but have not booked."""
         window = self._window

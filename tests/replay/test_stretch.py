@@ -148,3 +148,16 @@ def test_lock_step_ranks_planned_ahead_match_the_exact_loop():
     for key, value in exact.items():
         if isinstance(value, int | float) and key != "wall_time_ms":
             assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+
+
+def test_a_timeline_samples_planned_passes_as_stepped_ones(monkeypatch):
+    # Samples book the passes that ended by then, and an event moved by a hand-off leaves no
+    # instant of its own behind: every row is the stepped replay's.
+    workload = SyntheticWorkload(isl=600, osl=120, num_requests=120, concurrency=40)
+    plan = dp_plan("vllm", 40)
+    fast = simulate(plan, workload, capture_timeline=True, timeline_interval_ms=300.0).timeline
+    stepped(monkeypatch)
+    step = simulate(plan, workload, capture_timeline=True, timeline_interval_ms=300.0).timeline
+    assert len(fast) == len(step) > 10
+    for a, b in zip(fast, step, strict=True):
+        assert a == pytest.approx(b, rel=1e-9)
