@@ -19,7 +19,7 @@ batches are smaller). Prints one JSON summary line: per case the wall time of th
 ``simulate()`` call, requests, requests/s, microseconds per request, the process's peak RSS, and
 the headline metrics (throughput per GPU and per user, mean TTFT/TPOT) for parity checks.
 ``--profile FILE`` runs the first case under cProfile, writes the stats there and adds the
-replay's structural counters (decode stretches planned and cut, passes stepped one by one).
+replay's structural counters (passes stepped one by one, events of planned passes).
 """
 
 from __future__ import annotations
@@ -164,17 +164,16 @@ def _counting(counts: Counter[str], cls: type, name: str, tally: Callable[..., d
 @contextmanager
 def structure_counters() -> Iterator[Counter[str]]:
     """Count the replay's structural events from outside (the product carries no counters):
-    worker passes begun, decode stretches planned and cut, rank passes stepped one by one, and
-    requests handed off or completed."""
+    worker passes stepped and rank passes stepped one by one, events of workers running planned
+    passes (and those moved earlier by new work), and requests handed off or completed."""
     counts: Counter[str] = Counter()
     wraps = {
         (Worker, "begin"): lambda w, _: {
-            f"{w.ranks[0].role}_worker_passes_stepped": w._stretch is None,
-            f"{w.ranks[0].role}_rank_passes_stepped": 0 if w._stretch is not None else len(w._stepping),
-            f"{w.ranks[0].role}_stretches_planned": w._stretch is not None,
-            f"{w.ranks[0].role}_stretch_passes_planned": w.stretch_passes,
+            f"{w.ranks[0].role}_worker_passes_stepped": not w.planned,
+            f"{w.ranks[0].role}_rank_passes_stepped": 0 if w.planned else len(w._stepping),
+            f"{w.ranks[0].role}_planned_events": w.planned,
         },
-        (Worker, "cut"): lambda _, moved: {"stretches_cut": moved is not None},
+        (Worker, "cut"): lambda _, moved: {"planned_events_moved": moved is not None},
         (Simulation, "_handoff"): lambda *_: {"handoffs": 1},
         (Simulation, "_complete"): lambda *_: {"completions": 1},
     }

@@ -23,6 +23,7 @@ from aisimulate.catalog.systems import System
 from aisimulate.perf.calibration import Calibration, calibration_for, moe_curve_key
 from aisimulate.perf.kernels import (
     Collective,
+    GenerationAttention,
     LinearAttention,
     LinearAttentionFit,
     MoeCurve,
@@ -370,6 +371,32 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
 
             return overlapped
         return lambda ctx: gemm + (generation(d, ctx, tps) + state) + moe + comm + overhead
+
+    def decode_line(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> tuple[float, float] | None:
+        generation = self._generation
+        if not isinstance(generation, GenerationAttention):
+            return None  # sparse attention reads a capped number of context tokens
+        memory = generation.per_context_token_mem_ms
+        compute = generation.per_context_token_compute_ms * tokens_per_step
+        # Generation attention without a sliding window is the only term that reads the context,
+        # memory- or compute-bound at every context unless the two nearly tie (a margin well
+        # above rounding); the draft layers (MTP) and an overlapped overhead (async) bend it.
+        if (
+            self._mtp_layer_fraction
+            or self.async_scheduling
+            or generation.sliding_per_token_ms
+            or abs(compute - memory) <= 1e-9 * max(compute, memory)
+            or decode_requests <= 0
+        ):
+            return None
+        per_token = max(memory, compute)
+        d, tps = decode_requests, tokens_per_step
+        gemm, _, moe, comm, overhead = self._scalar_components(0, 0, 0.0, 0, d, 0, tps)
+        state = self._s_linear_attention(0, d * tps)
+        per_pass = generation.per_sequence_ms * d + generation.fixed_ms
+        return gemm + per_pass + state + moe + comm + overhead, per_token
 
     def decode_times_ms(
         self,

@@ -223,6 +223,14 @@ class PerfModel(Protocol):
         one vectorised call."""
         ...
 
+    def decode_line(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> tuple[float, float] | None:
+        """The same price as (intercept, slope) of a straight line in the summed context, where
+        the provider's price is one (None elsewhere): planned passes are then priced with one
+        multiply-add each instead of a call (equal to ``decode_pricer`` to rounding)."""
+        ...
+
 
 def time_ms_pricer(
     perf: PerfModel, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
@@ -253,6 +261,12 @@ class ScalarPassTimes:
 
     def pass_time_ms(self, batch: BatchShape) -> float:
         return self.time_ms(*batch_args(batch))
+
+    def decode_line(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> tuple[float, float] | None:
+        del decode_requests, tokens_per_step, kv_capacity_tokens
+        return None  # no straight line known: priced through decode_pricer
 
 
 class SpelledOutDecodeTimes(ScalarPassTimes):

@@ -7,8 +7,8 @@ A rank picks its strategy once, when it is built (:meth:`Rank.decoding_strategy`
   decode step that may not fit the token budget, or a preemption victim that may already be
   scheduled in the pass);
 * :data:`LEDGER` keeps the decoders as the rank's ledger (see :mod:`ledger`): per-pass work
-  independent of the batch size, and runs of identical decode-only passes a worker can plan at
-  once (:mod:`stretch`).
+  independent of the batch size, and runs of decode-only passes a worker plans ahead across
+  completions (:mod:`stretch`, :mod:`lockstep`).
 
 The strategies hold no state of their own: each call names the rank whose requests it moves, so
 a rank and its strategy never form a reference cycle.
@@ -16,7 +16,6 @@ a rank and its strategy never form a reference cycle.
 
 from __future__ import annotations
 
-import heapq
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aisimulate.replay.scheduler import ceil_div
@@ -140,12 +139,7 @@ class LedgerDecoding:
     def start(self, rank: Rank, r: Request, next_pass: int) -> None:
         rank._fresh.append(r)
         r.finish_pass = next_pass + rank.ledger.start(r, next_pass) - 1
-        bucket = rank.finish_at.get(r.finish_pass)
-        if bucket is None:
-            rank.finish_at[r.finish_pass] = [r]
-            heapq.heappush(rank._finish_heap, r.finish_pass)
-        else:
-            bucket.append(r)
+        rank.finish_at.setdefault(r.finish_pass, []).append(r)
         rank.dec_ctx += r.num_computed
 
     def stop(self, rank: Rank, r: Request, p: int) -> None:

@@ -126,7 +126,6 @@ class Rank(DecodeStretches, DecodeDestination):
         self.pass_idx = 0
         self.pass_end_ms = array("d")  # every pass's end, by pass index
         self.finish_at: dict[int, list[Request]] = {}
-        self._finish_heap: list[int] = []
         self.dec_ctx = 0  # sum over decoders of computed tokens at the start of the pass
         # Blocks promised to running requests to completion but not yet held (read only by
         # TRT-LLM's policy; other policies promise nothing, so it merely counts down there).
@@ -140,7 +139,8 @@ class Rank(DecodeStretches, DecodeDestination):
         # time of their own (always the previous pass end under vLLM, an extend pass in SGLang).
         self._fresh: list[Request] = []
         self.last_pass: PassRecord | None = None  # None before the first pass
-        self._stretch_start_ms = 0.0
+        # Decode-pass prices bound per batch size (see stretch.py).
+        self._pricers: dict[int, tuple[float, float] | Callable[[float], float]] = {}
         # vLLM's async scheduling chooses pass n+1 when pass n starts: a request that arrives
         # while pass n runs can join pass n+2 at the earliest (set by the pool builder).
         self.async_admission = False

@@ -63,12 +63,9 @@ class Ledger(Protocol):
         """Tokens the decoders emit over ``passes`` passes from ``p``."""
         ...
 
-    def increments(self, p: int, passes: int) -> Iterable[int]:
-        """Tokens emitted at each of the ``passes`` passes from ``p``."""
-        ...
-
-    def contexts(self, start_ctx: int, p: int, passes: int) -> np.ndarray:
-        """The batch's context after each of the ``passes`` passes from ``p``."""
+    def increments(self, p: int, passes: int, decoders: int) -> Iterable[int]:
+        """Tokens emitted at each of the ``passes`` passes from ``p`` when ``decoders`` of the
+        registered ones still step in them (the others finished in an earlier pass)."""
         ...
 
     def blocks_over(self, p: int, passes: int) -> int:
@@ -186,15 +183,9 @@ class OneTokenLedger:
     def tokens_over(self, p: int, passes: int) -> int:
         return self.decoders * passes
 
-    def increments(self, p: int, passes: int) -> Iterable[int]:
-        """Tokens emitted at each of the ``passes`` passes from ``p``."""
-        return repeat(self.decoders, passes)
-
-    def contexts(self, start_ctx: int, p: int, passes: int) -> np.ndarray:
-        """The batch's context after each of the ``passes`` passes from ``p`` (whole numbers,
-        exact in float64 however they are summed)."""
-        d = self.decoders
-        return np.arange(start_ctx + d, start_ctx + d * passes + 1, d, dtype=np.float64)
+    def increments(self, p: int, passes: int, decoders: int) -> Iterable[int]:
+        """One token per decoder stepping: ``decoders`` at each of the passes."""
+        return repeat(decoders, passes)
 
     def blocks_over(self, p: int, passes: int) -> int:
         """Blocks the decoders take over ``passes`` passes from ``p``."""
@@ -282,16 +273,11 @@ class BurstLedger:
         i = p - self.base
         return int(self._tokens[i : i + passes].sum())
 
-    def increments(self, p: int, passes: int) -> Iterable[int]:
+    def increments(self, p: int, passes: int, decoders: int) -> Iterable[int]:
+        del decoders  # a finished decoder's bursts end with its last step: the totals know
         i = p - self.base
         steps: list[int] = self._tokens[i : i + passes].tolist()
         return steps
-
-    def contexts(self, start_ctx: int, p: int, passes: int) -> np.ndarray:
-        i = p - self.base
-        ctx = np.cumsum(self._tokens[i : i + passes], dtype=np.float64)
-        ctx += start_ctx
-        return ctx
 
     def blocks_over(self, p: int, passes: int) -> int:
         i = p - self.base

@@ -89,11 +89,16 @@ def add_family(
 class Collector:
     """Receives admissions, token gaps and finished requests from the ranks.
 
-    ``on_admission`` lets a hidden collector (a prefill pool's) count admissions into the main one.
+    ``on_admission`` lets a hidden collector (a prefill pool's) count admissions into the main one;
+    ``keep_finished=False`` lets it forget the requests that finish there (their decode copies
+    are the ones reported: a flagship replay would otherwise hold every prompt twice).
     """
 
-    def __init__(self, *, on_admission: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, *, on_admission: Callable[[int], None] | None = None, keep_finished: bool = True
+    ) -> None:
         self._on_admission = on_admission
+        self._keep_finished = keep_finished
         self.transfer_ms: list[float] = []
         self.held_ms: list[float] = []
         self.onboard_ms: list[float] = []
@@ -173,7 +178,8 @@ class Collector:
         return values, weights
 
     def finish(self, r: Request) -> None:
-        self.finished.append(r)
+        if self._keep_finished:
+            self.finished.append(r)
 
     def reject(self, r: Request) -> None:
         r.rejected = True

@@ -14,6 +14,7 @@ Each pass is either an *extend* pass or a *decode* pass, never mixed:
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from aisimulate.replay.engine import Rank, chunk_totals
@@ -91,11 +92,15 @@ class SglangRank(Rank):
             self._preempt(victim, p)
             self.new_token_ratio = self.ratio_init
 
-    def _ordered_waiting(self) -> list[Request]:
-        waiting = list(self.waiting)
-        if self.spec.sglang.schedule_policy == "lpm" and len(waiting) <= LPM_MAX_WAITING:
+    def _ordered_waiting(self, limit: int) -> list[Request]:
+        """The first ``limit`` waiting requests in scheduling order: an extend batch looks at
+        no more (each one it looks at joins it, or ends it), and a prefill-bound queue holds
+        thousands."""
+        if self.spec.sglang.schedule_policy == "lpm" and len(self.waiting) <= LPM_MAX_WAITING:
+            waiting = list(self.waiting)
             waiting.sort(key=lambda r: -self._prefix_hit(r)[0])  # stable: FIFO among equals
-        return waiting
+            return waiting[:limit]
+        return list(islice(self.waiting, limit))
 
     def _extend_batch(self) -> list[tuple[int, int, Request]]:
         opts, bs, pool = self.spec.sglang, self.block_size, self.pool
@@ -105,7 +110,7 @@ class SglangRank(Rank):
         rem_total = pool.available() * bs - self._promised_output() * self.new_token_ratio
         rem_input, rem_chunk = opts.max_prefill_tokens, opts.chunked_prefill_size
         batch: list[tuple[int, int, Request]] = []
-        for r in [*self.prefilling, *self._ordered_waiting()]:
+        for r in [*self.prefilling, *self._ordered_waiting(max(slots, 0) + 1)]:
             if len(batch) >= slots:
                 break
             fresh = r not in self.prefilling
@@ -169,7 +174,7 @@ class SglangRank(Rank):
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay)
         return done
 
-    def commit_stretch(self, ends: array[float]) -> list[Request]:
-        done = super().commit_stretch(ends)
+    def commit_stretch(self, ends: array[float], start_ms: float) -> list[Request]:
+        done = super().commit_stretch(ends, start_ms)
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay * len(ends))
         return done

@@ -91,7 +91,7 @@ class Simulation:
     ) -> None:
         self.collector = Collector()
         # Prefill workers emit no visible tokens: their first token is the decode worker's.
-        self.hidden = Collector(on_admission=self.collector.admission_counted)
+        self.hidden = Collector(on_admission=self.collector.admission_counted, keep_finished=False)
         rng = np.random.default_rng([seed, 0x7017E])
         block_size = next(iter(engines.values())).spec.block_size
         unit = unit_blocks(workload.hash_block_tokens(block_size), block_size)
@@ -293,8 +293,9 @@ class Simulation:
             self._wake(rank, now, queued=True)
 
     def _wake(self, rank: Rank, now: float, *, queued: bool = False) -> None:
-        """New work for a rank: cut its worker's stretch so that a later pass can take it
-        (``queued``: a waiting request, which asynchronous scheduling admits a pass later)."""
+        """New work for a rank: its worker's planned passes stop at the next boundary, where it
+        can join (``queued``: a waiting request, which asynchronous scheduling admits a pass
+        later)."""
         worker = self.worker_of[id(rank)]
         moved = worker.cut(now, lag=queued and rank.async_admission)
         if moved is not None:
@@ -345,16 +346,18 @@ class Simulation:
         queue = rank.pending_destinations
         if not queue:
             return
-        # Blocks are taken at each pass's start: a running stretch keeps only its passes that
-        # started before now, whose blocks the reservation must leave room for.
-        self._wake(rank, now)
-        committed = rank.stretch_blocks(self.worker_of[id(rank)].stretch_passes)
+        # Blocks are taken at each pass's start: planned passes that started before now took
+        # blocks not booked yet, which the reservation must leave room for.
+        worker = self.worker_of[id(rank)]
+        committed = worker.unbooked_blocks(rank, now)
+        reserved = False
         while queue:
             r, prefilled, source = queue[0]
             missing = rank.reserve(r, committed)
             if missing is None:
-                return
+                break
             queue.popleft()
+            reserved = True
             tokens = r.prompt_len
             if self.destination_missing:
                 tokens = min(missing * self.block_size, tokens)
@@ -367,6 +370,11 @@ class Simulation:
                 self._push(now + ms, _TRANSFER, (r, prefilled, source, rank))
             else:
                 self._arrive_decode(r, prefilled, source, rank, now)
+        if reserved and (moved := worker.keep_room(rank, now)) is not None:
+            self._push(moved, _PASS_END, (worker, worker.version))
+        if queue and rank.materialized:
+            # A hand-off waiting for KV lets arrived prompts go ahead of the rank's queue.
+            self._wake(rank, now)
 
     def _arrive_decode(self, r: Request, prefilled: Request, source: Rank, rank: Rank, now: float) -> None:
         source.release_sent(prefilled)
@@ -398,9 +406,14 @@ class Simulation:
 
     # ---- the loop ------------------------------------------------------------------------
     def _next_time(self) -> float | None:
+        heap = self.heap
+        # A worker's event that new work moved earlier is no instant of its own (a timeline
+        # sample there would read a moment stepping never stops at).
+        while heap and heap[0][1] == _PASS_END and heap[0][3][1] != heap[0][3][0].version:
+            heapq.heappop(heap)
         candidates = []
-        if self.heap:
-            candidates.append(self.heap[0][0])
+        if heap:
+            candidates.append(heap[0][0])
         if not self.closed and (session := self._next_session()) is not None:
             candidates.append(session.arrival_ms)
         return min(candidates) if candidates else None
@@ -436,15 +449,11 @@ class Simulation:
             if self.timeline is not None:
                 self._sample(now)
             started_instant = False
-            horizon = until = float("inf")
-            if self.timeline is not None:
-                until = self._next_sample_ms
-            if not self.closed and (upcoming := self._next_session()) is not None:
-                horizon = upcoming.arrival_ms
+            until = self._next_sample_ms if self.timeline is not None else float("inf")
             for worker in self.workers:
                 if worker.busy or not worker.has_work() or (stalled and id(worker) in stalled):
                     continue
-                end = worker.begin(now, horizon, until)
+                end = worker.begin(now, until)
                 for rank in worker.ranks:  # copies the pass asked for (host offload)
                     for link in rank.link_work(now):
                         self._schedule_link(link, rank)
@@ -516,10 +525,10 @@ class Simulation:
                 self._schedule_link(other, rank)
             if onboarded is not None:
                 _, r, keys = onboarded
-                # Blocks a running stretch took but has not booked yet are not free.
+                # Blocks planned passes took but have not booked yet are not free.
                 self._wake(rank, now)
                 worker = self.worker_of[id(rank)]
-                room = rank.pool.available() - rank.stretch_blocks(worker.stretch_passes)
+                room = rank.pool.available() - worker.unbooked_blocks(rank, now)
                 was_idle = not rank.waiting
                 rank.finish_onboard(r, keys, now, room)
                 if was_idle:
@@ -532,6 +541,9 @@ class Simulation:
 
     def _sample(self, now: float) -> None:
         assert self.timeline is not None
+        if now >= self._next_sample_ms:
+            for worker in self.workers:
+                worker.book_ended(now)
         while now >= self._next_sample_ms:
             tokens = self.collector.emitted_tokens
             interval_s = self.timeline_interval_ms / 1000.0

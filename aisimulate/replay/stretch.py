@@ -1,20 +1,18 @@
-"""Decode-only stretches: a run of identical passes planned at once and booked at once.
+"""Decode-only passes planned ahead on a rank: priced at once, booked when the worker commits them.
 
-Between two events that could change a rank's batch (its next completion, an arrival it could
-admit), every pass decodes the same requests, whose tokens and blocks per pass the rank's ledger
-already holds (one token each, or their speculative bursts). The whole run is
-priced up front (a long run with one vectorised perf-model call) and committed when it ends, or
-cut short by ``Worker.cut`` when a request arrives that a later pass could take: one event for
-the run instead of one per pass.
+While a rank only decodes, every pass's batch is known in advance: the rank's ledger holds what
+its decoders emit and take per pass (one token each, or their speculative bursts) and the pass
+each one finishes in. The rank prices a run of such passes across those completions (the batch
+shrinks at each, with no replanning) and books any prefix of the run later
+(:meth:`DecodeStretches.commit_stretch`). A worker (:mod:`lockstep`) lays the runs of its
+lock-step ranks side by side: one event per completion or arrival instead of one per pass.
 """
 
 from __future__ import annotations
 
-import heapq
 from array import array
-from typing import TYPE_CHECKING, cast
-
-import numpy as np
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from aisimulate.perf.model import PassRecord
 
@@ -31,10 +29,24 @@ if TYPE_CHECKING:
     from aisimulate.replay.request import Request
     from aisimulate.replay.scheduler import AdmissionPolicy
 
-# Runs up to this many passes are priced one scalar call per pass: numpy's per-call overhead
-# outweighs the arithmetic there. Even a single decode-only pass is cheaper as a stretch than
-# as a stepped pass (no admission scan, one event).
-SCALAR_STRETCH_PASSES = 16
+
+class RunTail(NamedTuple):
+    """Where a planned run ends: the rank's pass after it, its decoders then and their summed
+    context (what the next run starts from)."""
+
+    pass_idx: int
+    decoders: int
+    context_tokens: int
+
+
+class PlannedRun(NamedTuple):
+    """A rank's planned passes: their durations, the passes (from the run's first) that complete
+    decoders, whether it stopped short for want of KV blocks, and where it ends."""
+
+    times: list[float]
+    finishes: list[int]
+    short: bool
+    tail: RunTail
 
 
 class DecodeStretches:
@@ -59,11 +71,10 @@ class DecodeStretches:
     pass_idx: int
     pass_end_ms: array[float]
     finish_at: dict[int, list[Request]]
-    _finish_heap: list[int]
     dec_ctx: int
     reserved_blocks: int
     last_pass: PassRecord | None
-    _stretch_start_ms: float
+    _pricers: dict[int, tuple[float, float] | Callable[[float], float]]
     _last_start_ms: float
     _last_end_ms: float
 
@@ -86,76 +97,73 @@ class DecodeStretches:
         r = self.waiting[0]
         return self.policy.admissible(cast("Rank", self), r, self._prefix_hit(r)[1] * self.unit)
 
-    def plan_stretch(
-        self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")
-    ) -> array[float] | None:
-        """End times of the identical decode-only passes from now up to (and including) the
-        next completion that need no preemption and start before ``horizon_ms`` (the next
-        arrival, which may cut the run); passes ending after ``until_ms`` (a timeline sample)
-        are left out. None when the next pass must be stepped. Nothing changes until
-        :meth:`commit_stretch`."""
+    def stretch_ready(self) -> bool:
+        """Whether the rank's next passes are decode-only passes of its ledger (after admitting
+        the arrived KV its next pass would). False when the next pass must be stepped."""
         if not self.decoding.plans_stretches:
-            return None
+            return False
         # Arrived KV joins the first pass either way; admitting it here lets the run of
         # decode-only passes start with it.
         if self.materialized and not self._promote_for_stretch(self.pass_idx):
-            return None
-        if self.prefilling or not self.decoders or self._head_could_start():
-            return None
-        heap = self._finish_heap
-        while heap[0] not in self.finish_at:
-            heapq.heappop(heap)
-        passes = heap[0] - self.pass_idx + 1
+            return False
+        return not self.prefilling and bool(self.decoders) and not self._head_could_start()
+
+    def _price_passes(self, times: list[float], d: int, ctx: int, increments: Iterable[int]) -> int:
+        """Append the durations of decode-only passes of ``d`` decoders whose summed context
+        grows by ``increments``; return the context after them. The price is bound once per batch
+        size (a batch shrinks and grows by one request at a time): a straight line in the
+        context where the provider knows one, else its bound pricer."""
+        price = self._pricers.get(d)
+        if price is None:
+            perf, tps, capacity = self.perf, self.tokens_per_step, self.capacity_tokens
+            price = perf.decode_line(d, tps, capacity) or perf.decode_pricer(d, tps, capacity)
+            self._pricers[d] = price
+        append = times.append
+        if isinstance(price, tuple):
+            base, slope = price
+            for tokens in increments:
+                ctx += tokens
+                append(base + slope * ctx)
+        else:
+            for tokens in increments:
+                ctx += tokens
+                append(price(ctx))
+        return ctx
+
+    def stretch_times(self, passes: int, start: RunTail | None = None, taken_blocks: int = 0) -> PlannedRun:
+        """Up to ``passes`` decode-only passes from the next one (or from ``start``, where an
+        earlier run ended, its passes holding ``taken_blocks`` not booked yet), the batch
+        shrinking at each completion the ledger holds. The run stops short before a pass that
+        finds no KV blocks (counted as if no decoder left: a conservative stop, after which the
+        pass is planned again), and ends with its last decoder. Nothing changes until
+        :meth:`commit_stretch`."""
+        p, d, ctx = start if start is not None else (self.pass_idx, len(self.decoders), self.dec_ctx)
+        ledger, finish_at = self.ledger, self.finish_at
         # A KV-aware router reads which blocks are cached: then a run must not evict any.
         available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
-        passes = self.ledger.passes_with_blocks(self.pass_idx, passes, available)
-        if not passes:
-            return None  # the next pass must preempt: step it
-        self._stretch_start_ms = now_ms
-        if passes <= SCALAR_STRETCH_PASSES:
-            return self._scalar_stretch(now_ms, passes, horizon_ms, until_ms)
-        return self._vector_stretch(now_ms, passes, horizon_ms, until_ms)
-
-    def _vector_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> array[float]:
-        """``plan_stretch`` for a long run: priced with one vectorised perf-model call."""
-        d, p = len(self.decoders), self.pass_idx
-        horizon_ms = min(horizon_ms, until_ms)
-        if horizon_ms != float("inf"):
-            first_ctx = self.dec_ctx + self.ledger.tokens(p)
-            first = self.perf.decode_pricer(d, self.tokens_per_step, self.capacity_tokens)(first_ctx)
-            passes = min(passes, int((horizon_ms - now_ms) / first) + 2)  # passes only grow longer
-        ctx = self.ledger.contexts(self.dec_ctx, p, passes)  # the batch's, after each pass
-        times = self.perf.decode_times_ms(d, self.tokens_per_step, self.capacity_tokens, ctx)
-        # Sequential sums from now, exactly as pass-by-pass stepping adds them.
-        ends = np.empty(passes + 1)
-        ends[0] = now_ms
-        ends[1:] = times
-        ends = np.add.accumulate(ends, out=ends)[1:]  # cumsum, minus its method's overhead
-        if until_ms != float("inf"):
-            ends = ends[: max(int(ends.searchsorted(until_ms, side="right")), 1)]
-        return array("d", ends.tobytes())  # a copy of the buffer: no float objects made
-
-    def _scalar_stretch(self, now_ms: float, passes: int, horizon_ms: float, until_ms: float) -> array[float]:
-        """``plan_stretch`` for a short run: the same passes, priced one by one."""
-        price = self.perf.decode_pricer(len(self.decoders), self.tokens_per_step, self.capacity_tokens)
-        ends = array("d")
-        end, ctx = now_ms, self.dec_ctx
-        for tokens in self.ledger.increments(self.pass_idx, passes):
-            ctx += tokens
-            end += price(ctx)
-            if end > until_ms and ends:
-                break
-            ends.append(end)
-            if end >= horizon_ms:
-                break  # the next pass would start at or after the next arrival
-        return ends
+        fit = ledger.passes_with_blocks(p, passes, available - taken_blocks)
+        last = p + fit
+        finishes = sorted(f for f in finish_at if p <= f < last)
+        times: list[float] = []
+        k = p
+        for f in finishes:
+            ctx = self._price_passes(times, d, ctx, ledger.increments(k, f + 1 - k, d))
+            k = f + 1
+            for r in finish_at[f]:  # the terminal token it emitted is never computed
+                ctx -= r.dec_nc0 + ledger.done(r, k - r.dec_pass0)
+            d -= len(finish_at[f])
+        if d and k < last:
+            ctx = self._price_passes(times, d, ctx, ledger.increments(k, last - k, d))
+            k = last
+        return PlannedRun(times, [f - p for f in finishes], fit < passes and d > 0, RunTail(k, d, ctx))
 
     def stretch_blocks(self, passes: int) -> int:
         """Blocks the decoders take over the next ``passes`` decode-only passes."""
         return self.ledger.blocks_over(self.pass_idx, passes)
 
-    def commit_stretch(self, ends: array[float]) -> list[Request]:
-        """Apply the first ``len(ends)`` passes of the planned stretch."""
+    def commit_stretch(self, ends: array[float], start_ms: float) -> list[Request]:
+        """Book the next ``len(ends)`` planned passes (the first starting at ``start_ms``), of
+        which only the last may complete decoders; return the requests that finished."""
         k = len(ends)
         p, d, ledger = self.pass_idx, len(self.decoders), self.ledger
         blocks = ledger.blocks_over(p, k)
@@ -171,7 +179,7 @@ class DecodeStretches:
         if k > 1:
             self.collector.gaps(ends, d)
             self.pass_end_ms.extend(ends[1:])
-        last_start = ends[-2] if k > 1 else self._stretch_start_ms
+        last_start = ends[-2] if k > 1 else start_ms
         self._last_start_ms, self._last_end_ms = last_start, last
         self.last_pass = PassRecord(0, 0, d, self.dec_ctx + tokens, last - last_start)
         self.dec_ctx += tokens

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from aisimulate.perf.shape import ParallelShape
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import BlockPool
 from aisimulate.replay.kv_events import Clock
+from aisimulate.replay.lockstep import Window
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
@@ -117,20 +116,21 @@ def resolve_engine(
 
 
 class Worker:
-    """A replica: ``attention_dp`` ranks that pass in lock-step.
+    """A replica: ``attention_dp`` ranks that pass in lock-step (a pass lasts as long as its
+    slowest rank; ranks without work take no part).
 
-    A single-rank worker may run a decode-only *stretch*: many passes planned at once and
-    committed when they end, or cut short (:meth:`cut`) when a request arrives that a later
-    pass could admit.
+    While its ranks only decode, the worker runs a :class:`Window` of passes planned ahead
+    (:mod:`lockstep`), with an event only at completions, at new work and at the window's end;
+    otherwise it steps one pass of every rank with work.
     """
 
     def __init__(self, ranks: list[Rank], *, stretches: bool) -> None:
         self.ranks = ranks
         self.busy = False
-        self.version = 0  # bumps whenever the pending pass end moves
+        self.version = 0  # bumps whenever the pending event moves
         self._stepping: list[Rank] = []
-        self._stretch: array[float] | None = None
-        self._stretches = stretches and len(ranks) == 1
+        self._window: Window | None = None
+        self._stretches = stretches
 
     def has_work(self) -> bool:
         # A plain loop, cheaper than any() over a generator: the event loop asks every idle
@@ -140,44 +140,125 @@ class Worker:
                 return True
         return False
 
-    def begin(self, now_ms: float, horizon_ms: float = float("inf"), until_ms: float = float("inf")) -> float:
-        """Start the next pass (or stretch) at ``now_ms``; return when it ends."""
+    def begin(self, now_ms: float, until_ms: float = float("inf")) -> float:
+        """Start the next pass, or go on with the planned ones, at ``now_ms``; return when the
+        worker's next event is (passes ending after ``until_ms``, a timeline sample, are not
+        planned past the first)."""
         self.busy = True
         self.version += 1
+        if self._window is not None:
+            resumed = self._resume(until_ms)
+            if resumed is not None:
+                return resumed
         if self._stretches:
-            ends = self.ranks[0].plan_stretch(now_ms, horizon_ms, until_ms)
-            if ends is not None:
-                self._stretch = ends
-                return ends[-1]
+            planned = self._plan(now_ms, until_ms)
+            if planned is not None:
+                return planned
         self._stepping = [rank for rank in self.ranks if rank.has_work()]
         durations = [rank.begin_pass(now_ms) for rank in self._stepping]
         return now_ms + max(durations, default=0.0)
 
+    def _plan(self, now_ms: float, until_ms: float) -> float | None:
+        """A window from ``now_ms`` when every rank with work only decodes; its first event."""
+        busy = []
+        for rank in self.ranks:
+            if rank.has_work():
+                if not rank.stretch_ready():
+                    return None
+                busy.append(rank.rank)
+        window = Window(self.ranks, now_ms)
+        for i in busy:
+            if not window.price(i):
+                return None
+        self._window = window
+        return window.lay_out(until_ms)
+
+    def _resume(self, until_ms: float) -> float | None:
+        """At a boundary of the running window: at the end of the priced passes, every rank's
+        run is priced further; ranks with new work (or whose blocks a reservation took) book up
+        to here and are priced again from here. None when the window closes (a rank's next pass
+        must be stepped, or a timeline sample is due): every rank is then booked."""
+        window = self._window
+        assert window is not None
+        if window.pos >= window.passes and (window.final or not window.extend()):
+            self._close()
+            return None
+        dirty = window.dirty
+        for rank in self.ranks:
+            i = rank.rank
+            if rank.materialized or rank.waiting or rank.prefilling or i in dirty:
+                window.commit(i, window.pos)
+                if not rank.has_work():
+                    window.drop(i)
+                elif not rank.stretch_ready() or not window.price(i):
+                    self._close()
+                    return None
+        dirty.clear()
+        return window.lay_out(until_ms)
+
+    def _close(self) -> list[Request]:
+        """Book every rank up to the window's position and leave the window."""
+        window = self._window
+        assert window is not None
+        self._window = None
+        finished: list[Request] = []
+        for i in range(len(self.ranks)):
+            finished.extend(window.commit(i, window.pos))
+        return finished
+
     def cut(self, now_ms: float, *, lag: bool = False) -> float | None:
-        """A request arrived at ``now_ms``: keep only the stretch's passes that started before
-        it (``lag``: and the one an asynchronous scheduler had already chosen after those).
-        Returns the new end time, or None if nothing changed."""
-        ends = self._stretch
-        if ends is None or len(ends) == 1:
+        """New work for a rank at ``now_ms``: move the worker's next event to the end of the
+        pass running now (``lag``: and of the one an asynchronous scheduler had already chosen
+        after it), where the work can join. Returns the new event time, or None if unchanged."""
+        window = self._window
+        if window is None:
+            return None  # a stepped pass: the next one is scheduled when it ends
+        at = window.started(now_ms, self.busy) + lag
+        if at >= window.stop or at <= window.pos:
             return None
-        keep = 1 + lag + min(bisect_left(ends, now_ms), len(ends) - 1)
-        if keep >= len(ends):
-            return None
-        self._stretch = ends[:keep]
+        window.stop = at
         self.version += 1
-        return ends[keep - 1]
+        return float(window.bounds[at])
+
+    def book_ended(self, now_ms: float) -> None:
+        """Book every rank's planned passes that ended by ``now_ms`` (a timeline sample reads
+        the ranks' state as stepping would have left it)."""
+        window = self._window
+        if window is not None:
+            ended = window.ended(now_ms)
+            for i in range(len(self.ranks)):
+                window.commit(i, ended)
+
+    def unbooked_blocks(self, rank: Rank, now_ms: float) -> int:
+        """Blocks ``rank``'s planned passes started by ``now_ms`` took but have not booked."""
+        window = self._window
+        return 0 if window is None else window.unbooked_blocks(rank.rank, now_ms, self.busy)
+
+    def keep_room(self, rank: Rank, now_ms: float) -> float | None:
+        """KV was reserved on ``rank`` at ``now_ms``: if its planned passes no longer find their
+        blocks, it is priced again at the next boundary. Returns a moved event time, or None."""
+        window = self._window
+        if window is None or window.fits(rank.rank):
+            return None
+        window.dirty.add(rank.rank)
+        return self.cut(now_ms)
 
     @property
-    def stretch_passes(self) -> int:
-        """Passes of the running stretch (0 when none)."""
-        return 0 if self._stretch is None else len(self._stretch)
+    def planned(self) -> bool:
+        """Whether the worker runs a window of planned passes (rather than a stepped pass)."""
+        return self._window is not None
 
     def end(self, end_ms: float) -> list[Request]:
+        """The worker's event at ``end_ms``: the stepped pass ended, or the window reached its
+        next event; return the requests that finished."""
         self.busy = False
-        if self._stretch is not None:
-            ends, self._stretch = self._stretch, None
-            return self.ranks[0].commit_stretch(ends)
-        finished: list[Request] = []
+        window = self._window
+        if window is not None:
+            finished = window.settle()
+            if not window.active_ahead():
+                finished.extend(self._close())
+            return finished
+        finished = []
         for rank in self._stepping:
             finished.extend(rank.end_pass(end_ms))
         return finished

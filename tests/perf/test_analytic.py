@@ -188,3 +188,47 @@ def test_async_scheduling_prices_decode_stretches_like_single_passes():
     np.testing.assert_allclose(overlap.pass_times_ms(arrays), expected, rtol=1e-12)
     sync = AnalyticPerfModel(get_model("meta-llama/Llama-3.1-8B"), H200, ParallelShape())
     assert np.all(overlap.pass_times_ms(arrays) < sync.pass_times_ms(arrays))
+
+
+# Absorbed MLA on B200 with an FP8 cache: its decode attention is compute-bound.
+DSV3_B200 = AnalyticPerfModel(
+    get_model("deepseek-ai/DeepSeek-V3"),
+    get_system("b200_sxm"),
+    ParallelShape(tp=1, attention_dp=8, moe_tp=8),
+    backend="sglang",
+    kv_cache_dtype="fp8",
+)
+
+
+@pytest.mark.parametrize("model", [*MODELS, DSV3_B200], ids=["llama8", "qwen_moe", "dsv3", "dsv3_b200"])
+@pytest.mark.parametrize("decoders", [1, 64, 250])
+def test_a_decode_pass_is_a_straight_line_in_its_context(model, decoders):
+    """Planned decode passes are priced as intercept + slope x context (memory- or
+    compute-bound): the scalar price to rounding at every context."""
+    generation = model._generation
+    bound = max(generation.per_context_token_mem_ms, generation.per_context_token_compute_ms)
+    base, slope = model.decode_line(decoders, 1.0, 500_000)
+    assert slope == bound
+    for ctx in (decoders * 100, decoders * 2048 + 7, 450_000):
+        exact = model.time_ms(0, 0, 0.0, 0, decoders, ctx, 1.0, ctx, 500_000)
+        assert base + slope * ctx == pytest.approx(exact, rel=1e-12)
+
+
+def test_a_compute_bound_decode_line_follows_the_compute_term():
+    generation = DSV3_B200._generation
+    compute = generation.per_context_token_compute_ms
+    assert compute > generation.per_context_token_mem_ms
+    assert DSV3_B200.decode_line(64, 1.0, 0)[1] == compute
+
+
+def test_no_decode_line_where_the_price_bends():
+    model, shape = get_model("meta-llama/Llama-3.1-8B"), ParallelShape()
+    # An overlapped overhead (async scheduling) is a max(), the draft layers' attention (MTP)
+    # another term in the context: those are priced pass by pass.
+    assert AnalyticPerfModel(model, H200, shape, async_scheduling=True).decode_line(64, 1.0, 0) is None
+    dsv3 = get_model("deepseek-ai/DeepSeek-V3")
+    mtp = AnalyticPerfModel(dsv3, H200, ParallelShape(tp=8, moe_ep=8), nextn=1)
+    assert mtp.decode_line(64, 2.0, 0) is None
+    # Sparse attention reads a capped number of context tokens.
+    glm5 = AnalyticPerfModel(get_model("zai-org/GLM-5-FP8"), H200, ParallelShape(tp=8, moe_ep=8))
+    assert glm5.decode_line(64, 1.0, 0) is None

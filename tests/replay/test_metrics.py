@@ -12,6 +12,8 @@ from aisimulate.replay.metrics import (
     sorted_distribution,
 )
 from aisimulate.replay.plan import SLA
+from aisimulate.replay.request import Request
+from aisimulate.workload.request import RequestSpec
 
 from .conftest import burst, run
 
@@ -98,3 +100,23 @@ def test_stretch_gaps_are_differenced_within_each_stretch_only():
     assert weights.tolist() == [1, 2, 2, 5]
     assert collector.emitted_tokens == 1 + 2 * 2 + 5
     assert distribution(values, weights)["mean"] == pytest.approx((7 + 2 + 4 + 20) / 10)
+
+
+def test_a_hidden_collector_counts_admissions_but_forgets_finished_requests():
+    # A prefill pool's collector: its prompts' decode copies are the ones reported.
+    main = Collector()
+    hidden = Collector(on_admission=main.admission_counted, keep_finished=False)
+    spec = RequestSpec(
+        request_id=0,
+        session_id=0,
+        turn=0,
+        input_tokens=10,
+        output_tokens=1,
+        hash_ids=(),
+        hash_block_tokens=16,
+    )
+    req = Request.from_spec(spec, 0.0, 16, max_model_len=None)
+    hidden.admission(req, 0, 0.0)
+    hidden.finish(req)
+    main.finish(req)
+    assert main.committed_prefill_tokens == 10 and hidden.finished == [] and main.finished == [req]

@@ -1,13 +1,17 @@
-"""Decode-only stretches: a run of passes planned at once must be the passes stepping would run."""
+"""Decode-only passes planned ahead: a rank's run, and a worker's window over its lock-step
+ranks, must be the passes stepping would run."""
+
+from array import array
 
 import pytest
 
 from aisimulate.perf.polynomial import PolynomialPerfModel, decode_ms
+from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.metrics import Collector
-from aisimulate.replay.plan import EngineSpec
 from aisimulate.replay.request import Request
-from aisimulate.replay.stretch import SCALAR_STRETCH_PASSES
+from aisimulate.replay.workers import Worker
+from aisimulate.workload import SyntheticWorkload
 from aisimulate.workload.request import RequestSpec
 
 
@@ -35,22 +39,46 @@ def decoding_rank(blocks, *lengths, **engine):
     return rank, end
 
 
-def test_a_short_run_ends_at_the_next_completion_priced_pass_by_pass():
+def planned(rank, start, times):
+    """End times of planned passes from ``start``, summed one by one."""
+    ends, at = array("d"), start
+    for t in times:
+        at += t
+        ends.append(at)
+    return ends
+
+
+def test_a_run_spans_completions_and_the_batch_shrinks_at_each():
     rank, start = decoding_rank(100, 4, 30)
     capacity = rank.capacity_tokens
-    # Both decoded their first token: the one with 4 outputs has 3 passes left, the last
-    # of which finishes it. Each pass attends to 127 + k computed tokens per decoder.
-    ends = rank.plan_stretch(start)
-    assert len(ends) == 3 <= SCALAR_STRETCH_PASSES
-    expected, at = [], start
-    for k in range(1, 4):
-        at += decode_ms(2 * (127 + k), capacity)
-        expected.append(at)
-    assert ends == pytest.approx(expected, rel=1e-12)
-    finished = rank.commit_stretch(ends)
+    # Both decoded their first token: the one with 4 outputs has 3 passes left, the last of
+    # which finishes it (127 + 3 computed tokens leave the batch's context with it); the other
+    # then decodes alone.
+    run = rank.stretch_times(10)
+    expected = [decode_ms(2 * (127 + k), capacity) for k in range(1, 4)]
+    expected += [decode_ms(127 + k, capacity) for k in range(4, 11)]
+    assert run.times == pytest.approx(expected, rel=1e-12)
+    assert run.finishes == [2] and not run.short
+    # A run priced on from where an earlier one ended is the rest of the same run.
+    head = rank.stretch_times(2)
+    rest = rank.stretch_times(8, head.tail, rank.stretch_blocks(2))
+    assert head.times + rest.times == run.times and rest.finishes == [0] and rest.tail == run.tail
+    ends = planned(rank, start, run.times)
+    finished = rank.commit_stretch(ends[:3], start)
     assert [r.rid for r in finished] == [0]
-    assert finished[0].generated == 4 and finished[0].finish_ms == ends[-1]
+    assert finished[0].generated == 4 and finished[0].finish_ms == ends[2]
     assert rank.pass_idx == 4 and len(rank.decoders) == 1
+    # Booking the rest continues the same run.
+    assert rank.commit_stretch(ends[3:], ends[2]) == []
+    assert rank.pass_idx == 11 and rank.decoders[1].generated == 1
+    assert rank.stretch_times(1).times == pytest.approx([decode_ms(127 + 11, capacity)], rel=1e-12)
+
+
+def test_a_run_ends_with_its_last_decoder():
+    rank, _ = decoding_rank(100, 3, 5)
+    run = rank.stretch_times(32)
+    assert len(run.times) == 4 and run.finishes == [1, 3] and not run.short
+    assert run.tail.decoders == 0 and run.tail.context_tokens == 0
 
 
 def test_a_speculative_run_advances_by_its_bursts():
@@ -58,13 +86,10 @@ def test_a_speculative_run_advances_by_its_bursts():
     # with 10 outputs has 9 left after its prompt pass: 3 steps, the third of which finishes it.
     rank, start = decoding_rank(100, 10, 30, nextn=2, nextn_accept_rates=[1.0, 1.0])
     assert rank.decoding.plans_stretches
-    ends = rank.plan_stretch(start)
-    expected, at = [], start
-    for k in range(1, 4):
-        at += decode_ms(2 * (127 + 3 * k), rank.capacity_tokens)
-        expected.append(at)
-    assert ends == pytest.approx(expected, rel=1e-12)
-    finished = rank.commit_stretch(ends)
+    run = rank.stretch_times(3)
+    expected = [decode_ms(2 * (127 + 3 * k), rank.capacity_tokens) for k in range(1, 4)]
+    assert run.times == pytest.approx(expected, rel=1e-12) and run.finishes == [2]
+    finished = rank.commit_stretch(planned(rank, start, run.times), start)
     assert [r.rid for r in finished] == [0] and finished[0].generated == 10
     assert rank.pass_idx == 4 and rank.dec_ctx == 127 + 9  # the other: its prompt and 3 bursts
     collector = rank.collector
@@ -75,17 +100,64 @@ def test_a_run_stops_before_the_pass_that_finds_no_block():
     # 4 blocks hold both prompts (2 each, the 128th token fits the second block); the pass
     # after the first decode needs a third block per decoder, which is not there.
     rank, start = decoding_rank(4, 10, 10)
-    ends = rank.plan_stretch(start)
-    assert len(ends) == 1
-    rank.commit_stretch(ends)
-    assert rank.plan_stretch(ends[-1]) is None  # the next pass must preempt: stepped
+    run = rank.stretch_times(8)
+    assert len(run.times) == 1 and run.short
+    rank.commit_stretch(planned(rank, start, run.times), start)
+    run = rank.stretch_times(8)
+    assert run.times == [] and run.short  # the next pass must preempt: stepped
 
 
-def test_a_long_run_is_vectorised_and_matches_the_scalar_prices():
-    rank, start = decoding_rank(100, 40, 60)
-    ends = rank.plan_stretch(start)
-    assert len(ends) == 39 > SCALAR_STRETCH_PASSES
-    at = start
-    for k, end in enumerate(ends, start=1):
-        at += decode_ms(2 * (127 + k), rank.capacity_tokens)
-        assert end == pytest.approx(at, rel=1e-12)
+def dp_plan(backend, decode_blocks=4096):
+    return DeploymentPlan(
+        model="Qwen/Qwen3-30B-A3B",
+        system="h200_sxm",
+        backend=backend,
+        mode="disagg",
+        prefill=EngineSpec(tp=2),
+        decode=EngineSpec(tp=1, attention_dp=4, moe_ep=4, replicas=2, num_gpu_blocks=decode_blocks),
+        frontend_latency_ms=0,
+    )
+
+
+def stepped(monkeypatch):
+    """Workers that never plan passes ahead: every pass of every rank stepped."""
+    monkeypatch.setattr(Worker, "_plan", lambda self, now_ms, until_ms: None)
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang"])
+@pytest.mark.parametrize("decode_blocks", [4096, 40])
+def test_lock_step_ranks_planned_ahead_run_the_stepped_passes(monkeypatch, backend, decode_blocks):
+    # Four attention-DP ranks per decode worker, hand-offs joining and requests completing on
+    # every rank while the others run on (and, with few blocks, under KV pressure).
+    workload = SyntheticWorkload(isl=600, osl=120, num_requests=120, concurrency=40)
+    plan = dp_plan(backend, decode_blocks)
+    fast = simulate(plan, workload, capture_requests=True)
+    stepped(monkeypatch)
+    step = simulate(plan, workload, capture_requests=True)
+    for key, value in step.summary.items():
+        if isinstance(value, int | float) and key != "wall_time_ms":
+            assert fast.summary[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+    pairs = zip(fast.requests, step.requests, strict=True)
+    assert all(a["e2e_latency_ms"] == pytest.approx(b["e2e_latency_ms"], rel=1e-9) for a, b in pairs)
+
+
+def test_lock_step_ranks_planned_ahead_match_the_exact_loop():
+    workload = SyntheticWorkload(isl=600, osl=120, num_requests=120, concurrency=40)
+    fast = simulate(dp_plan("sglang"), workload).summary
+    exact = simulate(dp_plan("sglang"), workload, exact=True).summary
+    for key, value in exact.items():
+        if isinstance(value, int | float) and key != "wall_time_ms":
+            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+
+
+def test_a_timeline_samples_planned_passes_as_stepped_ones(monkeypatch):
+    # Samples book the passes that ended by then, and an event moved by a hand-off leaves no
+    # instant of its own behind: every row is the stepped replay's.
+    workload = SyntheticWorkload(isl=600, osl=120, num_requests=120, concurrency=40)
+    plan = dp_plan("vllm", 40)
+    fast = simulate(plan, workload, capture_timeline=True, timeline_interval_ms=300.0).timeline
+    stepped(monkeypatch)
+    step = simulate(plan, workload, capture_timeline=True, timeline_interval_ms=300.0).timeline
+    assert len(fast) == len(step) > 10
+    for a, b in zip(fast, step, strict=True):
+        assert a == pytest.approx(b, rel=1e-9)
