@@ -40,6 +40,8 @@ METRICS = ("output_throughput_tok_s", "mean_ttft_ms", "mean_itl_ms", "mean_e2e_l
 KV_METRICS = ("prefix_cache_reused_ratio", "mean_ttft_ms")
 ENGINE = {"num_gpu_blocks": 16384, "block_size": 64, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
 # The reference's vLLM engine schedules synchronously: ours must too, to compare like with like.
+# Its replay has no frontend either: every plan here sets frontend_latency_ms to 0 (ours
+# otherwise adds the backend's calibrated one to TTFT and E2E).
 OURS = {**ENGINE, "async_scheduling": False}
 REPEATS = 3
 # The kv_router rung's TTFT depends on tie-breaks, random in the reference and seeded in ours: the
@@ -158,6 +160,7 @@ def main() -> int:
                 plan = DeploymentPlan(
                     model="meta-llama/Llama-3.1-8B",
                     system="h200_sxm",
+                    frontend_latency_ms=0.0,
                     agg=EngineSpec(replicas=workers, **OURS),
                 )
             else:
@@ -166,6 +169,7 @@ def main() -> int:
                 plan = DeploymentPlan(
                     model="meta-llama/Llama-3.1-8B",
                     system="h200_sxm",
+                    frontend_latency_ms=0.0,
                     mode="disagg",
                     prefill=EngineSpec(replicas=p, **OURS),
                     decode=EngineSpec(replicas=d, **OURS),
@@ -218,6 +222,7 @@ def kv_router_rung(dynamo_python: str | None) -> dict:
     plan = DeploymentPlan(
         model="meta-llama/Llama-3.1-8B",
         system="h200_sxm",
+        frontend_latency_ms=0.0,
         agg=EngineSpec(replicas=4, **OURS),
         router={"mode": "kv_router"},
     )
@@ -265,6 +270,7 @@ def queue_rungs(dynamo_python: str | None) -> dict:
             plan = DeploymentPlan(
                 model="meta-llama/Llama-3.1-8B",
                 system="h200_sxm",
+                frontend_latency_ms=0.0,
                 agg=EngineSpec(replicas=2, **OURS),
                 router={"mode": "kv_router", "router_queue_threshold": 0.5, "router_queue_policy": policy},
             )
@@ -284,7 +290,10 @@ def queue_rungs(dynamo_python: str | None) -> dict:
 
 def trace_rung(path: str, dynamo_python: str | None) -> dict:
     plan = DeploymentPlan(
-        model="meta-llama/Llama-3.1-8B", system="h200_sxm", agg=EngineSpec(replicas=8, **OURS)
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        frontend_latency_ms=0.0,
+        agg=EngineSpec(replicas=8, **OURS),
     )
     workload = TraceWorkload(trace_path=Path(path), trace_block_size=512)
     tracemalloc.start()
