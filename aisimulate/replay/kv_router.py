@@ -104,8 +104,9 @@ class KvRouter:
             self._slots[id(rank)] = slot
             if not self.decode_pool:
                 rank.on_first_token = self._prefilled
-            # A pool without prefix caching publishes no events (as the reference).
-            if self.index is not None and rank.pool.enable_prefix_caching:
+            if (
+                self.index is not None and rank.pool.enable_prefix_caching
+            ):  # else no events (as the reference)
                 pool = rank.pool
                 rank.kv_events = events = self.index.sink(slot.bit)
                 events.stored([*pool.active, *(key for key in pool.inactive if isinstance(key, int))])
@@ -115,16 +116,17 @@ class KvRouter:
     # ---- state -----------------------------------------------------------------------------
     def _device_overlap(self, r: Request, rank: Rank) -> int:
         """Leading prompt units the router believes ``rank`` caches on the device."""
-        return self._overlaps(r, [self._slots[id(rank)]])[0]
+        return self._overlaps(r, [rank])[0]
 
-    def _overlaps(self, r: Request, slots: Sequence[_Slots]) -> list[int]:
+    def _overlaps(self, r: Request, ranks: Sequence[Rank]) -> list[int]:
         """Each rank's device overlap, read once per routing decision (costs and dispatch)."""
         if self.index is not None:
-            return self.index.matches([slot.bit for slot in slots], r.prompt_keys)
+            slots = self._slots
+            return self.index.matches([slots[id(rank)].bit for rank in ranks], r.prompt_keys)
         if self.guess is not None:
-            return [self.guess.match(slot.bit, r.prompt_keys) for slot in slots]
+            return [self.guess.match(id(rank), r.prompt_keys) for rank in ranks]
         # A decode pool credits no overlap and assumes no reuse: it never reads caches.
-        return [0] * len(slots)
+        return [0] * len(ranks)
 
     def _tier_overlap(self, r: Request, rank: Rank, device: int) -> tuple[int, int]:
         """(host, disk) units the router believes continue the device prefix on ``rank``."""
@@ -141,14 +143,11 @@ class KvRouter:
         """Prompt tokens routed to the rank that have not produced a first token yet."""
         return self._slots[id(rank)].pending
 
-    def costs(self, r: Request, ranks: Sequence[Rank]) -> list[float]:
-        """Each rank's cost for r."""
-        slots = [self._slots[id(rank)] for rank in ranks]
-        return self._costs(r, ranks, slots, self._overlaps(r, slots))
-
-    def _costs(
-        self, r: Request, ranks: Sequence[Rank], slots: Sequence[_Slots], overlaps: Sequence[int]
-    ) -> list[float]:
+    def costs(self, r: Request, ranks: Sequence[Rank], overlaps: Sequence[int] | None = None) -> list[float]:
+        """Each rank's cost for r; ``overlaps``: the ranks' ``_device_overlap`` when the caller
+        has them already."""
+        if overlaps is None:
+            overlaps = self._overlaps(r, ranks)
         spec, bs = self.spec, r.block_size
         isl = r.prompt_len
         blocks = -(-isl // bs)
@@ -156,6 +155,7 @@ class KvRouter:
         reuse = self._reuse
         track_active, load_scale = spec.router_track_active_blocks, spec.prefill_load_scale
         request_weight = spec.decode_active_request_weight
+        slots = [self._slots[id(rank)] for rank in ranks]
         least = min(s.pending for s in slots) if decay_rate else 0
         # Names are chained, so the request's units already active on a rank form a prefix.
         keys = r.prompt_keys
@@ -214,11 +214,9 @@ class KvRouter:
             idle = [i for i, rank in enumerate(ranks) if not self._busy(rank)]
             if idle:  # all busy: route among all (no admission queue)
                 candidates, chosen = idle, [ranks[i] for i in idle]
-        all_slots = self._slots
-        slots = [all_slots[id(rank)] for rank in chosen]
-        overlaps = self._overlaps(r, slots)
-        pick = self._select(self._costs(r, chosen, slots, overlaps))
-        self._dispatch(r, slots[pick], overlaps[pick])
+        overlaps = self._overlaps(r, chosen)
+        pick = self._select(self.costs(r, chosen, overlaps))
+        self._on_dispatch(r, chosen[pick], overlaps[pick])
         return candidates[pick]
 
     def _select(self, costs: list[float]) -> int:
@@ -235,7 +233,8 @@ class KvRouter:
         return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def _dispatch(self, r: Request, slot: _Slots, overlap: int) -> None:
+    def _on_dispatch(self, r: Request, rank: Rank, overlap: int) -> None:
+        slot = self._slots[id(rank)]
         pending = 0 if self.decode_pool else max(r.prompt_len - overlap * slot.unit * r.block_size, 0)
         self._routed[r.rid] = [slot, pending]
         slot.pending += pending
@@ -249,7 +248,7 @@ class KvRouter:
         slot.anon += _unnamed_blocks(r, slot.unit)
         slot.requests += 1
         if self.guess is not None:
-            self.guess.routed(slot.bit, r.prompt_keys)
+            self.guess.routed(id(rank), r.prompt_keys)
 
     def _prefilled(self, r: Request) -> None:
         """The request's first token: its prompt no longer weighs on its rank's prefill."""

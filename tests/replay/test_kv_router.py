@@ -46,11 +46,6 @@ def router(*attached, decode_pool=False, **kw):
     return rt
 
 
-def dispatch(rt, r, rank, overlap):
-    """Book r on rank as a route would, with ``overlap`` of its units cached there."""
-    rt._dispatch(r, rt._slots[id(rank)], overlap)
-
-
 def test_cached_prefix_earns_credit():
     a, b = ranks()
     r = request(0)
@@ -66,7 +61,7 @@ def test_pending_prefill_tokens_and_scale():
     rt = router(a, b, prefill_load_scale=2.0)
     earlier = request(1, isl=512)
     b.waiting.append(earlier)
-    dispatch(rt, earlier, b, 0)
+    rt._on_dispatch(earlier, b, 0)
     r = request(0)
     costs = rt.costs(r, [a, b])
     # b: 2 * (512 + 1024) / 64 = 48, plus its 8 active blocks and the request's 16 (8 shared).
@@ -78,7 +73,7 @@ def test_pending_prefill_is_added_at_dispatch_and_removed_at_the_first_token():
     a, b = ranks()
     rt = router(a, b)
     r = request(0)
-    dispatch(rt, r, a, 4)  # 4 of its units cached on a: 768 tokens left to compute
+    rt._on_dispatch(r, a, 4)  # 4 of its units cached on a: 768 tokens left to compute
     assert (rt._prefill_tokens(a), rt._prefill_tokens(b)) == (1024 - 4 * 64, 0)
     assert a.enqueue(r, 0.0)
     a.end_pass(a.begin_pass(0.0))  # the whole prompt in one pass: its first token
@@ -88,7 +83,7 @@ def test_pending_prefill_is_added_at_dispatch_and_removed_at_the_first_token():
     rt.release(r)
     assert rt._prefill_tokens(a) == 0 and rt._slots[id(a)].requests == 0
     unfinished = request(1)
-    dispatch(rt, unfinished, b, 0)
+    rt._on_dispatch(unfinished, b, 0)
     rt.release(unfinished)  # rejected or handed off before its first token
     assert rt._prefill_tokens(b) == 0
 
@@ -96,7 +91,7 @@ def test_pending_prefill_is_added_at_dispatch_and_removed_at_the_first_token():
 def test_a_decode_pool_tracks_no_prefill():
     a, _ = ranks()
     rt = router(a, decode_pool=True)
-    dispatch(rt, request(0), a, 0)
+    rt._on_dispatch(request(0), a, 0)
     assert a.on_first_token is None and rt._prefill_tokens(a) == 0
 
 
@@ -104,7 +99,7 @@ def test_active_blocks_dedup_and_release():
     a, _ = ranks()
     rt = router(a)
     first, second = request(0), request(1)
-    dispatch(rt, first, a, 0)
+    rt._on_dispatch(first, a, 0)
     slot = rt._slots[id(a)]
     assert slot.requests == 1 and sum(slot.active.values()) == 8
     a.on_first_token(first)  # its prompt no longer weighs on a's prefill; its blocks stay active
@@ -119,7 +114,7 @@ def test_active_request_weight_and_decode_pool():
     rt = router(a, b, decode_active_request_weight=5.0, decode_pool=True)
     r = request(0)
     a.pool.acquire(r.prompt_keys)  # cached on a, but a decode pool credits no overlap
-    dispatch(rt, request(1), b, 0)
+    rt._on_dispatch(request(1), b, 0)
     assert rt.costs(r, [a, b]) == [16, 16 + 8 + 8 + 5]
 
 
@@ -144,7 +139,7 @@ def test_busy_workers_are_skipped():
     rt = router(a, b, active_prefill_tokens_threshold=100)
     earlier = request(1, isl=512)
     a.waiting.append(earlier)
-    dispatch(rt, earlier, a, 0)
+    rt._on_dispatch(earlier, a, 0)
     r = request(0)
     a.pool.acquire(r.prompt_keys)  # a would be cheaper, but it is busy
     assert rt.route(r, [a, b]) == 1
@@ -224,20 +219,26 @@ def test_the_event_index_is_the_pools_picture_at_every_route(monkeypatch):
     router's one-walk prefix indexes give what per-rank reads of the pools and of its own active
     counts would, at every routing decision."""
     checked = Counter()
-    costs = KvRouter._costs
+    overlaps, costs = KvRouter._overlaps, KvRouter.costs
 
-    def checked_costs(self, r, ranks, slots, overlaps):
-        assert overlaps == [rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0] for rank in ranks]
+    def checked_overlaps(self, r, ranks):
+        got = overlaps(self, r, ranks)
+        assert got == [rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0] for rank in ranks]
+        checked["overlaps"] += 1
+        checked["credited"] += any(got)
+        return got
+
+    def checked_costs(self, r, ranks, given=None):
+        slots = [self._slots[id(rank)] for rank in ranks]
         held = self._active.leading(r.prompt_keys, [slot.bit for slot in slots])
         assert held == [leading_in(r.prompt_keys, slot.active) for slot in slots]
-        checked["routes"] += 1
-        checked["credited"] += any(overlaps)
         checked["active"] += any(held)
-        return costs(self, r, ranks, slots, overlaps)
+        return costs(self, r, ranks, given)
 
-    monkeypatch.setattr(KvRouter, "_costs", checked_costs)
+    monkeypatch.setattr(KvRouter, "_overlaps", checked_overlaps)
+    monkeypatch.setattr(KvRouter, "costs", checked_costs)
     summary = _under_pressure({"mode": "kv_router"}, num_g2_blocks=2000)
-    assert checked["routes"] == summary["num_requests"] == 300
+    assert checked["overlaps"] == summary["num_requests"] == 300
     assert checked["credited"] > 100 and checked["active"] > 100
 
 
@@ -296,12 +297,12 @@ def test_a_router_without_kv_events_guesses_from_its_own_routing():
     assert b.tiers.lookup(r.prompt_keys, 4, 8) == (4, 0)
     assert rt.costs(r, [a, b]) == [32, 32]  # no event says so
     earlier = request(1)  # shares the 8 units of r's prompt prefix
-    dispatch(rt, earlier, a, 0)
+    rt._on_dispatch(earlier, a, 0)
     a.on_first_token(earlier)
     rt.release(earlier)  # gone, but its prompt is believed cached on a
     assert rt.costs(r, [a, b]) == [32 - 8, 32]
     clock.now_ms = 500.0
-    dispatch(rt, request(2, ids=SHARED[:4]), a, 0)  # routed again: the first 4 units refreshed
+    rt._on_dispatch(request(2, ids=SHARED[:4]), a, 0)  # routed again: the first 4 units refreshed
     clock.now_ms = 999.0
     assert rt._device_overlap(r, a) == 8
     clock.now_ms = 1000.0  # one TTL after the first routing
