@@ -7,10 +7,9 @@ For each candidate rank ``w`` (with ``R`` request blocks, ``bs`` tokens per bloc
     decode     = active_blocks_w + blocks of the request not already active on w
     cost_w     = prefill_load_scale * prefill + decode + decode_active_request_weight * requests_w
 
-``overlap_w`` is the request's leading cached blocks on w, as the KV events have shown them (at
-once, or ``kv_event_lag_ms`` late), or as the router guesses them without events: see
-``kv_events``; host and disk hits likewise. Cached and active prefixes of all ranks are each one
-index of unit name -> ranks, so a route walks the prompt once, not once per rank;
+``overlap_w`` is the request's leading cached blocks on w (as KV events have shown them, when
+``kv_event_lag_ms`` delays those, or as the router guesses them without events: see
+``kv_events``; host and disk hits likewise);
 ``prefill_w`` the prompt tokens of requests routed to w that have not produced their first
 token (net of their cache hit at routing); ``active_blocks_w`` the distinct prompt blocks of w's
 unfinished requests. A decode pool (disaggregated) credits no overlap, tracks no prefill and
@@ -23,6 +22,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from aisimulate.replay.engine import Rank
-from aisimulate.replay.kv_events import ApproxKvIndex, Clock, KvEventIndex, PrefixIndex
+from aisimulate.replay.kv_events import ApproxKvIndex, Clock, LaggedKvIndex, leading_in
 from aisimulate.replay.offload import tier_prefix
 from aisimulate.replay.plan import KvRouterSpec
 from aisimulate.replay.request import Request
@@ -39,12 +39,11 @@ from aisimulate.replay.request import Request
 class _Slots:
     """What the router tracks of one rank's requests (the reference's active-sequence tracker)."""
 
-    __slots__ = ("active", "anon", "bit", "pending", "requests", "unit")
+    __slots__ = ("active", "anon", "pending", "requests", "unit")
 
-    def __init__(self, unit: int, bit: int) -> None:
+    def __init__(self, unit: int) -> None:
         self.unit = unit
-        self.bit = bit  # the rank's bit in the router's prefix indexes
-        self.active: dict[int, int] = {}  # active named units -> requests holding them
+        self.active: Counter[int] = Counter()  # active named units -> requests holding them
         self.anon = 0  # active unnamed prompt blocks
         # Prompt tokens routed here, net of their cache hit, until their first token: added at
         # dispatch, removed at the first token, not re-added when a preempted request computes
@@ -70,16 +69,13 @@ class KvRouter:
         self.reads_pass_state = spec.active_decode_blocks_threshold is not None
         self.queue_policy = spec.router_queue_policy
         # A decode pool credits no overlap, so it needs no picture of the caches.
-        self.index: KvEventIndex | None = None  # what KV events have shown (now, or late)
+        self.index: LaggedKvIndex | None = None  # what late KV events have shown
         self.guess: ApproxKvIndex | None = None  # without KV events: where it routed what
-        if not decode_pool:
-            if spec.use_kv_events:
-                self.index = KvEventIndex(spec.kv_event_lag_ms, clock or Clock())
-            else:
-                self.guess = ApproxKvIndex(spec.router_ttl_secs * 1000.0, clock or Clock())
+        if spec.kv_event_lag_ms is not None and not decode_pool:
+            self.index = LaggedKvIndex(spec.kv_event_lag_ms, clock or Clock())
+        if not spec.use_kv_events and not decode_pool:
+            self.guess = ApproxKvIndex(spec.router_ttl_secs * 1000.0, clock or Clock())
         self._slots: dict[int, _Slots] = {}  # rank id -> its tracked requests
-        # Unit name -> ranks with a routed, unfinished request holding it (the slots' ``active``).
-        self._active = PrefixIndex()
         self._routed: dict[int, list[Any]] = {}  # request id -> [its rank's _Slots, its pending tokens]
         self._any_threshold = any(
             x is not None
@@ -97,47 +93,41 @@ class KvRouter:
 
     def attach(self, ranks: Sequence[Rank]) -> None:
         """Hear the ranks' first tokens, and subscribe to their KV events, host and disk tiers
-        included when the view lags (an immediate one reads the tiers themselves). What a pool
-        caches already counts as published now."""
+        included (only a lagged view needs them)."""
         for rank in ranks:
-            slot = _Slots(rank.unit, 1 << len(self._slots))
-            self._slots[id(rank)] = slot
+            self._slots[id(rank)] = _Slots(rank.unit)
             if not self.decode_pool:
                 rank.on_first_token = self._prefilled
-            if (
-                self.index is not None and rank.pool.enable_prefix_caching
-            ):  # else no events (as the reference)
-                pool = rank.pool
-                rank.kv_events = events = self.index.sink(slot.bit)
-                events.stored([*pool.active, *(key for key in pool.inactive if isinstance(key, int))])
-                if rank.tiers is not None and self.index.lag_ms is not None:
-                    rank.tiers.events = {tier: self.index.sink(slot.bit, tier) for tier in ("g2", "g3")}
+        if self.index is not None:
+            for rank in ranks:
+                if rank.pool.enable_prefix_caching:  # no caching, no events (as the reference)
+                    rank.kv_events = self.index.sink(id(rank))
+                    if rank.tiers is not None:
+                        rank.tiers.events = {tier: self.index.sink(id(rank), tier) for tier in ("g2", "g3")}
 
     # ---- state -----------------------------------------------------------------------------
     def _device_overlap(self, r: Request, rank: Rank) -> int:
         """Leading prompt units the router believes ``rank`` caches on the device."""
-        return self._overlaps(r, [rank])[0]
+        view = self.index or self.guess
+        if view is not None:
+            return view.match(id(rank), r.prompt_keys)
+        return rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0]
 
     def _overlaps(self, r: Request, ranks: Sequence[Rank]) -> list[int]:
         """Each rank's device overlap, read once per routing decision (costs and dispatch)."""
-        if self.index is not None:
-            slots = self._slots
-            return self.index.matches([slots[id(rank)].bit for rank in ranks], r.prompt_keys)
-        if self.guess is not None:
-            return [self.guess.match(id(rank), r.prompt_keys) for rank in ranks]
-        # A decode pool credits no overlap and assumes no reuse: it never reads caches.
-        return [0] * len(ranks)
+        if self.decode_pool:  # it credits no overlap and assumes no reuse: it never reads caches
+            return [0] * len(ranks)
+        return [self._device_overlap(r, rank) for rank in ranks]
 
     def _tier_overlap(self, r: Request, rank: Rank, device: int) -> tuple[int, int]:
         """(host, disk) units the router believes continue the device prefix on ``rank``."""
         assert rank.tiers is not None
-        index = self.index
-        if index is None:  # without events it knows nothing of the lower tiers
+        if self.guess is not None:  # without events it knows nothing of the lower tiers
             return 0, 0
-        if index.lag_ms is None:
+        if self.index is None:
             return rank.tiers.lookup(r.prompt_keys, device, len(r.prompt_keys))
-        bit = self._slots[id(rank)].bit
-        return tier_prefix(r.prompt_keys[device:], index.view(bit, "g2"), index.view(bit, "g3"))
+        index, key = self.index, id(rank)
+        return tier_prefix(r.prompt_keys[device:], index.view(key, "g2"), index.view(key, "g3"))
 
     def _prefill_tokens(self, rank: Rank) -> int:
         """Prompt tokens routed to the rank that have not produced a first token yet."""
@@ -157,15 +147,9 @@ class KvRouter:
         request_weight = spec.decode_active_request_weight
         slots = [self._slots[id(rank)] for rank in ranks]
         least = min(s.pending for s in slots) if decay_rate else 0
-        # Names are chained, so the request's units already active on a rank form a prefix.
         keys = r.prompt_keys
-        held_units = (
-            self._active.leading(keys, [slot.bit for slot in slots])
-            if track_active and reuse and keys
-            else [0] * len(slots)
-        )
         out = []
-        for rank, slot, overlap, held in zip(ranks, slots, overlaps, held_units, strict=True):
+        for rank, slot, overlap in zip(ranks, slots, overlaps, strict=True):
             unit = slot.unit
             cost = 0.0
             if track_prefill:
@@ -177,7 +161,10 @@ class KvRouter:
                     credited += (spec.host_cache_hit_weight * g2 + spec.disk_cache_hit_weight * g3) * unit
                 cost = load_scale * max(0.0, (pending + isl) / bs - credited)
             if track_active:
-                cost += (len(slot.active) - held) * unit + slot.anon + blocks
+                active = slot.active
+                # Names are chained, so the request's units already active form a prefix.
+                held = unit * leading_in(keys, active) if reuse and active else 0
+                cost += len(active) * unit + slot.anon + blocks - held
             out.append(cost + request_weight * slot.requests)
         return out
 
@@ -238,13 +225,7 @@ class KvRouter:
         pending = 0 if self.decode_pool else max(r.prompt_len - overlap * slot.unit * r.block_size, 0)
         self._routed[r.rid] = [slot, pending]
         slot.pending += pending
-        active, bit, fresh = slot.active, slot.bit, []
-        for name in r.prompt_keys:
-            held = active.get(name, 0)
-            active[name] = held + 1
-            if not held:
-                fresh.append(name)
-        self._active.add(bit, fresh)
+        slot.active.update(r.prompt_keys)
         slot.anon += _unnamed_blocks(r, slot.unit)
         slot.requests += 1
         if self.guess is not None:
@@ -264,15 +245,13 @@ class KvRouter:
             return
         slot, pending = routed
         slot.pending -= pending
-        active, gone = slot.active, []
+        active = slot.active
         for name in r.prompt_keys:  # each holds at least its own occurrences: never below 0
             left = active[name] - 1
             if left:
                 active[name] = left
             else:
-                del active[name]
-                gone.append(name)
-        self._active.remove(slot.bit, gone)
+                active.pop(name)  # dict.pop: Counter.__delitem__ is Python code
         slot.anon -= _unnamed_blocks(r, slot.unit)
         slot.requests -= 1
 

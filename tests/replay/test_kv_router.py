@@ -8,7 +8,7 @@ import pytest
 from aisimulate.perf import PolynomialPerfModel
 from aisimulate.replay import DeploymentPlan, EngineSpec, KvRouterSpec, router_spec, simulate
 from aisimulate.replay.engine import Rank
-from aisimulate.replay.kv_events import Clock, PrefixIndex, leading_in
+from aisimulate.replay.kv_events import Clock
 from aisimulate.replay.kv_router import KvRouter
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.request import Request
@@ -212,49 +212,6 @@ def test_zero_event_lag_is_the_immediate_view(g2):
     assert {k: v for k, v in lagged.items() if k != "wall_time_ms"} == {
         k: v for k, v in now.items() if k != "wall_time_ms"
     }
-
-
-def test_the_event_index_is_the_pools_picture_at_every_route(monkeypatch):
-    """Fed by the pools' Stored/Removed events (evictions under pressure, host onboarding), the
-    router's one-walk prefix indexes give what per-rank reads of the pools and of its own active
-    counts would, at every routing decision."""
-    checked = Counter()
-    overlaps, costs = KvRouter._overlaps, KvRouter.costs
-
-    def checked_overlaps(self, r, ranks):
-        got = overlaps(self, r, ranks)
-        assert got == [rank.pool.match_prefix(r.prompt_keys, len(r.prompt_keys))[0] for rank in ranks]
-        checked["overlaps"] += 1
-        checked["credited"] += any(got)
-        return got
-
-    def checked_costs(self, r, ranks, given=None):
-        slots = [self._slots[id(rank)] for rank in ranks]
-        held = self._active.leading(r.prompt_keys, [slot.bit for slot in slots])
-        assert held == [leading_in(r.prompt_keys, slot.active) for slot in slots]
-        checked["active"] += any(held)
-        return costs(self, r, ranks, given)
-
-    monkeypatch.setattr(KvRouter, "_overlaps", checked_overlaps)
-    monkeypatch.setattr(KvRouter, "costs", checked_costs)
-    summary = _under_pressure({"mode": "kv_router"}, num_g2_blocks=2000)
-    assert checked["overlaps"] == summary["num_requests"] == 300
-    assert checked["credited"] > 100 and checked["active"] > 100
-
-
-def test_prefix_index_ends_each_ranks_match_where_its_bit_drops_out():
-    index = PrefixIndex()
-    index.add(0b001, [1, 2, 3])
-    index.add(0b010, [1, 3])  # holds a later unit without the one before: its match is 1
-    index.add(0b100, [2, 3])  # not the first unit: no match
-    assert index.leading([1, 2, 3, 4], [0b001, 0b010, 0b100, 0]) == [3, 1, 0, 0]
-    index.remove(0b001, [2])
-    index.add(0b010, [2])
-    assert index.leading([1, 2, 3], [0b001, 0b010]) == [1, 3]
-    assert index.leading([], [0b001]) == [0]
-    index.remove(0b010, [1, 2, 3])
-    index.remove(0b001, [1, 3])
-    assert index.leading([1, 2, 3], [0b001, 0b010, 0b100]) == [0, 0, 0]
 
 
 def test_a_router_that_never_hears_events_loses_reuse():
