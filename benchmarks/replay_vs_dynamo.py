@@ -1,7 +1,7 @@
 """Our replay against Dynamo 1.6.1's, side by side: speed and agreement of the headline metrics.
 
     python benchmarks/replay_vs_dynamo.py --dynamo-python /path/to/venv/bin/python [--quick]
-        [--disagg] [--kv-router] [--queue] [--trace PATH]
+        [--disagg] [--kv-router] [--queue] [--trace PATH] [--only {kv-router,queue,trace}]
 
 Dynamo must live in a separate environment (it ships a top-level ``aisimulate`` of its own):
 ``python -m venv dyn && dyn/bin/pip install --no-deps ai-dynamo-runtime==1.6.1 ai-dynamo==1.6.1
@@ -40,6 +40,8 @@ METRICS = ("output_throughput_tok_s", "mean_ttft_ms", "mean_itl_ms", "mean_e2e_l
 KV_METRICS = ("prefix_cache_reused_ratio", "mean_ttft_ms")
 ENGINE = {"num_gpu_blocks": 16384, "block_size": 64, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
 # The reference's vLLM engine schedules synchronously: ours must too, to compare like with like.
+# Its replay has no frontend either: every plan here sets frontend_latency_ms to 0 (ours
+# otherwise adds the backend's calibrated one to TTFT and E2E).
 OURS = {**ENGINE, "async_scheduling": False}
 REPEATS = 3
 # The kv_router rung's TTFT depends on tie-breaks, random in the reference and seeded in ours: the
@@ -134,11 +136,22 @@ def main() -> int:
     parser.add_argument("--disagg", action="store_true", help="also the 1P1D and 2P6D disaggregated rungs")
     parser.add_argument("--kv-router", action="store_true", help="also the kv_router rung (prefix groups)")
     parser.add_argument("--queue", action="store_true", help="also the router admission-queue rungs")
+    parser.add_argument(
+        "--only",
+        choices=("kv-router", "queue", "trace"),
+        default=None,
+        help="run this rung alone (no aggregated or disaggregated ladder)",
+    )
     args = parser.parse_args()
+    if args.only == "trace" and not args.trace:
+        parser.error("--only trace needs --trace PATH")
+    if args.only:
+        args.kv_router, args.queue = args.only == "kv-router", args.only == "queue"
+        args.trace = args.trace if args.only == "trace" else None
     concurrencies = (64, 256) if args.quick else (64, 256, 1024, 4096)
     rows = []
-    fleets: list[tuple[str, dict]] = [("agg", {"workers": 1}), ("agg", {"workers": 8})]
-    if args.disagg:
+    fleets: list[tuple[str, dict]] = [] if args.only else [("agg", {"workers": 1}), ("agg", {"workers": 8})]
+    if args.disagg and not args.only:
         fleets += [("disagg", {"disagg": [1, 1]}), ("disagg", {"disagg": [2, 6]})]
     for mode, fleet in fleets:
         for conc in concurrencies:
@@ -147,6 +160,7 @@ def main() -> int:
                 plan = DeploymentPlan(
                     model="meta-llama/Llama-3.1-8B",
                     system="h200_sxm",
+                    frontend_latency_ms=0.0,
                     agg=EngineSpec(replicas=workers, **OURS),
                 )
             else:
@@ -155,6 +169,7 @@ def main() -> int:
                 plan = DeploymentPlan(
                     model="meta-llama/Llama-3.1-8B",
                     system="h200_sxm",
+                    frontend_latency_ms=0.0,
                     mode="disagg",
                     prefill=EngineSpec(replicas=p, **OURS),
                     decode=EngineSpec(replicas=d, **OURS),
@@ -207,6 +222,7 @@ def kv_router_rung(dynamo_python: str | None) -> dict:
     plan = DeploymentPlan(
         model="meta-llama/Llama-3.1-8B",
         system="h200_sxm",
+        frontend_latency_ms=0.0,
         agg=EngineSpec(replicas=4, **OURS),
         router={"mode": "kv_router"},
     )
@@ -254,6 +270,7 @@ def queue_rungs(dynamo_python: str | None) -> dict:
             plan = DeploymentPlan(
                 model="meta-llama/Llama-3.1-8B",
                 system="h200_sxm",
+                frontend_latency_ms=0.0,
                 agg=EngineSpec(replicas=2, **OURS),
                 router={"mode": "kv_router", "router_queue_threshold": 0.5, "router_queue_policy": policy},
             )
@@ -273,7 +290,10 @@ def queue_rungs(dynamo_python: str | None) -> dict:
 
 def trace_rung(path: str, dynamo_python: str | None) -> dict:
     plan = DeploymentPlan(
-        model="meta-llama/Llama-3.1-8B", system="h200_sxm", agg=EngineSpec(replicas=8, **OURS)
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        frontend_latency_ms=0.0,
+        agg=EngineSpec(replicas=8, **OURS),
     )
     workload = TraceWorkload(trace_path=Path(path), trace_block_size=512)
     tracemalloc.start()
