@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="vLLM: overlap the framework overhead with the pass (default: on for vllm)",
     )
+    latency.add_argument(
+        "--cuda-graph-max-batch-size",
+        type=_count("cuda-graph-max-batch-size", 0),
+        default=None,
+        help="largest batch run through a CUDA graph (default: the backend's; 0: none)",
+    )
     latency.add_argument("--perf", default="analytic", choices=PROVIDERS)
     latency.add_argument("--perf-table", default=None, help="CSV/NPZ table for --perf table")
     return parser
@@ -165,6 +171,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         kv_cache_dtype=args.kv_dtype,
         nextn=args.nextn,
         async_scheduling=async_scheduling,
+        cuda_graph_max_batch_size=args.cuda_graph_max_batch_size,
         table_path=args.perf_table,
     )
     chunks = [(args.prefill_tokens, args.prefill_context)] if args.prefill_tokens else []
@@ -190,6 +197,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         "decode_context": args.decode_context,
         "nextn": args.nextn,
         "async_scheduling": getattr(perf, "async_scheduling", None),
+        "cuda_graph_sizes": list(getattr(perf, "cuda_graph_sizes", ())),
         "total_ms": total,
         "breakdown": breakdown,
     }

@@ -79,6 +79,11 @@ class EngineSpec(_Frozen):
     # vLLM's --async-scheduling: the CPU work of the next pass overlaps this pass on the GPU, so a
     # pass costs max(kernels, framework overhead) instead of their sum. None: vLLM's default (on).
     async_scheduling: bool | None = None
+    # The largest decode batch run through a captured CUDA graph (vLLM's
+    # max_cudagraph_capture_size, SGLang's --cuda-graph-max-bs, TRT-LLM's
+    # cuda_graph_config.max_batch_size); smaller batches are priced at the next captured size.
+    # None: the backend's default; 0: no CUDA graphs (an eager engine, never padded).
+    cuda_graph_max_batch_size: int | None = Field(default=None, ge=0)
     startup_time: float | None = Field(default=None, ge=0, description="seconds before a new worker serves")
     sglang: SglangOptions = SglangOptions()
     # Host KV offload (KVBM): G2 host memory and optional G3 disk tier, in blocks per rank; links in
