@@ -75,7 +75,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         nextn: int = 0,
         calibration: Calibration | None = None,
         async_scheduling: bool = False,
-        cuda_graph_max_batch_size: int | None = None,
+        cuda_graph_sizes: tuple[int, ...] = (),
     ) -> None:
         check_backend(backend)
         check_shape(model, shape)
@@ -95,13 +95,12 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         # The fitted overhead is CPU time between synchronous passes; scheduled asynchronously it
         # runs during the previous pass and shows only where it outlasts the kernels.
         self.async_scheduling = async_scheduling
-        # CUDA graphs: the weight-bound work (GEMMs, MoE, collectives) of a captured pass runs at
-        # the next captured size; attention reads the real sequences' KV (padding rows have none)
-        # and the framework overhead is per real sequence.
-        graphs = backend_profile(backend).cuda_graphs
-        self.cuda_graph_sizes = graphs.capture_sizes(cuda_graph_max_batch_size)
-        self._graph_sizes_array = np.asarray(self.cuda_graph_sizes, dtype=np.float64)
-        self._graph_pads_tokens = graphs.pads == "tokens"
+        # CUDA graphs (``cuda_graph_sizes`` ascending; empty: eager): the GEMMs, MoE and collectives
+        # of a captured pass run at the next captured size; attention reads the real sequences'
+        # KV (padding rows have none) and the framework overhead is per real sequence.
+        self.cuda_graph_sizes = cuda_graph_sizes
+        self._graph_sizes_array = np.asarray(cuda_graph_sizes, dtype=np.float64)
+        self._graph_pads_tokens = backend_profile(backend).cuda_graphs.pads == "tokens"
         # MTP: nextn draft steps, each one extra decoder layer over the decode batch.
         self._mtp_layer_fraction = nextn * max(model.num_nextn_layers, 1) / model.num_layers if nextn else 0.0
         self._bind_scalar()

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aisimulate.catalog import get_model, get_system
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT
 from aisimulate.cli_args import CliParser
 from aisimulate.errors import ConfigError
@@ -98,10 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="vLLM: overlap the framework overhead with the pass (default: on for vllm)",
     )
     latency.add_argument(
+        "--cuda-graph-padding",
+        action="store_true",
+        help="price the batch at the next size the backend captures as a CUDA graph",
+    )
+    latency.add_argument(
         "--cuda-graph-max-batch-size",
-        type=_count("cuda-graph-max-batch-size", 0),
+        type=_count("cuda-graph-max-batch-size", 1),
         default=None,
-        help="largest batch run through a CUDA graph (default: the backend's; 0: none)",
+        help="with --cuda-graph-padding: the largest captured batch (default: the backend's)",
     )
     latency.add_argument("--perf", default="analytic", choices=PROVIDERS)
     latency.add_argument("--perf-table", default=None, help="CSV/NPZ table for --perf table")
@@ -159,6 +165,14 @@ def run_memory(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     return result
 
 
+def _cuda_graph_sizes(args: argparse.Namespace) -> tuple[int, ...]:
+    if args.cuda_graph_max_batch_size is not None and not args.cuda_graph_padding:
+        raise ConfigError("--cuda-graph-max-batch-size needs --cuda-graph-padding")
+    if not args.cuda_graph_padding:
+        return ()
+    return backend_profile(args.backend).cuda_graphs.capture_sizes(args.cuda_graph_max_batch_size)
+
+
 def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     async_scheduling = async_scheduling_for(args.backend, args.async_scheduling, name="--async-scheduling")
     model, system, shape, estimate = _memory(args)
@@ -171,7 +185,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         kv_cache_dtype=args.kv_dtype,
         nextn=args.nextn,
         async_scheduling=async_scheduling,
-        cuda_graph_max_batch_size=args.cuda_graph_max_batch_size,
+        cuda_graph_sizes=_cuda_graph_sizes(args),
         table_path=args.perf_table,
     )
     chunks = [(args.prefill_tokens, args.prefill_context)] if args.prefill_tokens else []

@@ -1,11 +1,14 @@
 """CUDA-graph batch padding: each backend's captured sizes, and a pass priced at the size it runs."""
 
+import json
+
 import numpy as np
 import pytest
 
 from aisimulate.catalog import get_model, get_system
 from aisimulate.catalog.backends import BACKEND_PROFILES, BACKENDS
 from aisimulate.perf import AnalyticPerfModel, BatchArrays, BatchShape, ParallelShape
+from aisimulate.perf.cli import main
 from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
 
 H200 = get_system("h200_sxm")
@@ -16,8 +19,9 @@ def sizes(backend, max_batch_size=None):
     return BACKEND_PROFILES[backend].cuda_graphs.capture_sizes(max_batch_size)
 
 
-def moe_model(backend, **kw):
-    return AnalyticPerfModel(QWEN_MOE, H200, ParallelShape(tp=2), backend=backend, **kw)
+def moe_model(backend, *, padded=True):
+    graphs = sizes(backend) if padded else ()
+    return AnalyticPerfModel(QWEN_MOE, H200, ParallelShape(tp=2), backend=backend, cuda_graph_sizes=graphs)
 
 
 def decode(n, context=1000):
@@ -60,7 +64,7 @@ def test_a_batch_runs_at_the_next_captured_size(backend, batch, runs_at):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_decode_pass_of_five_is_priced_as_eight(backend):
-    padded, eager = moe_model(backend), moe_model(backend, cuda_graph_max_batch_size=0)
+    padded, eager = moe_model(backend), moe_model(backend, padded=False)
     five, eight = padded.explain(decode(5)), padded.explain(decode(8))
     # The layers run the graph of 8; attention reads only the 5 real sequences' KV, and the
     # lm-head projects the real rows.
@@ -77,7 +81,7 @@ def test_a_decode_pass_of_five_is_priced_as_eight(backend):
 def test_only_vllm_pads_a_pass_with_prompt_tokens():
     mixed = BatchShape.from_chunks([(100, 0)], [1000] * 5)  # 105 tokens -> vLLM's graph of 112
     for backend in BACKENDS:
-        padded, eager = moe_model(backend), moe_model(backend, cuda_graph_max_batch_size=0)
+        padded, eager = moe_model(backend), moe_model(backend, padded=False)
         moe_ms = padded.explain(mixed).moe_ms, eager.explain(mixed).moe_ms
         if BACKEND_PROFILES[backend].cuda_graphs.pads == "tokens":
             assert moe_ms[0] > moe_ms[1]
@@ -107,3 +111,20 @@ def test_vectorised_and_stretch_prices_pad_as_the_scalar_path(backend):
     pricer = perf.decode_pricer(5, 1.0, 0.0)
     np.testing.assert_allclose(stretch, [pricer(c) for c in contexts], rtol=1e-12)
     assert stretch[0] == perf.pass_time_ms(decode(5, 800))
+
+
+def test_the_latency_cli_pads_on_request(capsys):
+    argv = ["latency", "--model", "Qwen/Qwen3-30B-A3B", "--system", "h200_sxm", "--tp", "2"]
+    argv += ["--decode-batch", "5", "--decode-context", "1000", "--no-async-scheduling", "--json"]
+
+    def total_ms(*extra):
+        assert main([*argv, *extra]) == 0
+        return json.loads(capsys.readouterr().out)["total_ms"]
+
+    eager, padded = total_ms(), total_ms("--cuda-graph-padding")
+    assert padded == pytest.approx(moe_model("vllm").pass_time_ms(decode(5)))
+    assert eager == pytest.approx(moe_model("vllm", padded=False).pass_time_ms(decode(5)))
+    assert eager < padded
+    assert total_ms("--cuda-graph-padding", "--cuda-graph-max-batch-size", "4") == eager
+    assert main([*argv, "--cuda-graph-max-batch-size", "4"]) == 2
+    assert "needs --cuda-graph-padding" in capsys.readouterr().err

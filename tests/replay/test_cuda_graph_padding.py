@@ -1,6 +1,8 @@
-"""Every replay and search candidate prices its decode passes at the backend's captured sizes."""
+"""A replay or search candidate with ``cuda_graph_padding`` prices its passes at the backend's
+captured CUDA-graph sizes; without it (the default) at their own sizes."""
 
 import pytest
+from pydantic import ValidationError
 
 from aisimulate.catalog.backends import BACKEND_PROFILES, BACKENDS
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
@@ -22,16 +24,24 @@ def moe_plan(backend, **engine):
     )
 
 
+def graph_sizes(plan, spec):
+    return resolve_engine(plan, spec, perf="analytic", perf_table=None, where="agg").perf.cuda_graph_sizes
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_replayed_engine_takes_its_backends_sizes_unless_the_plan_sets_them(backend):
+def test_a_padded_engine_takes_its_backends_sizes_unless_the_plan_sets_them(backend):
     def sizes(**engine):
         plan = moe_plan(backend, **engine)
-        engine = resolve_engine(plan, plan.agg, perf="analytic", perf_table=None, where="agg")
-        return engine.perf.cuda_graph_sizes
+        return graph_sizes(plan, plan.agg)
 
-    assert sizes() == BACKEND_PROFILES[backend].cuda_graphs.capture_sizes()
-    assert sizes(cuda_graph_max_batch_size=64)[-1] == 64
-    assert sizes(cuda_graph_max_batch_size=0) == ()
+    assert sizes() == ()
+    assert sizes(cuda_graph_padding=True) == BACKEND_PROFILES[backend].cuda_graphs.capture_sizes()
+    assert sizes(cuda_graph_padding=True, cuda_graph_max_batch_size=64)[-1] == 64
+
+
+def test_a_graph_limit_without_padding_is_a_config_error():
+    with pytest.raises(ValidationError, match="cuda_graph_max_batch_size needs cuda_graph_padding"):
+        EngineSpec(cuda_graph_max_batch_size=64)
 
 
 def test_five_decoders_replay_slower_padded_to_eight_than_eagerly():
@@ -39,13 +49,13 @@ def test_five_decoders_replay_slower_padded_to_eight_than_eagerly():
         report = simulate(moe_plan("sglang", **engine), burst(5, isl=256, osl=64), perf="analytic")
         return report.summary["mean_tpot_ms"]
 
-    padded, eager = tpot(), tpot(cuda_graph_max_batch_size=0)
+    padded, eager = tpot(cuda_graph_padding=True), tpot()
     assert padded > eager * 1.02
-    assert tpot(cuda_graph_max_batch_size=5) == eager  # a graph of exactly 5: no padding
+    assert tpot(cuda_graph_padding=True, cuda_graph_max_batch_size=5) == eager  # a graph of 5: no padding
 
 
-def test_a_search_candidate_is_priced_with_its_backends_graphs():
+def test_a_search_candidate_is_priced_with_its_backends_graphs_when_padded():
     plan = deployment_plan(unroll_sample(SPACE, AGG_SELECTION, ReplicaConfig(WorkerShape(tp=4), 2)))
-    assert plan.agg.cuda_graph_max_batch_size is None
-    engine = resolve_engine(plan, plan.agg, perf="analytic", perf_table=None, where="agg")
-    assert engine.perf.cuda_graph_sizes == BACKEND_PROFILES[plan.backend].cuda_graphs.capture_sizes()
+    assert graph_sizes(plan, plan.agg) == ()
+    padded = plan.agg.model_copy(update={"cuda_graph_padding": True})
+    assert graph_sizes(plan, padded) == BACKEND_PROFILES[plan.backend].cuda_graphs.capture_sizes()
