@@ -42,6 +42,16 @@ def test_each_backend_captures_its_documented_sizes():
     assert all(sizes(b, 0) == () for b in BACKENDS)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("largest", [None, 1, 3, 12, 100, 256, 300, 1000])
+def test_captured_sizes_ascend_without_repeats_up_to_the_largest(backend, largest):
+    captured = sizes(backend, largest)
+    assert list(captured) == sorted(set(captured))
+    assert captured[0] == 1 and captured[-1] == (
+        largest or BACKEND_PROFILES[backend].cuda_graphs.max_batch_size
+    )
+
+
 @pytest.mark.parametrize(
     ("backend", "batch", "runs_at"),
     [
