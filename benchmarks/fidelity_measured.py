@@ -121,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-concurrency", type=int, default=None, help="only rows of at most this many users (a time box)"
     )
     parser.add_argument("--quiet", action="store_true", help="no per-row lines")
+    parser.add_argument(
+        "--cuda-graph-padding",
+        action="store_true",
+        help="price passes at the backend's captured CUDA-graph batch sizes (engine switch, off by default)",
+    )
     return parser
 
 
@@ -240,12 +245,14 @@ def select_rows(rows: list[MeasuredRow], args: argparse.Namespace) -> tuple[list
     return kept[:: args.every], held_back
 
 
-def replay_row(row: MeasuredRow, perf: str) -> tuple[ReplayCase | None, Prediction | Skipped]:
+def replay_row(
+    row: MeasuredRow, perf: str, *, cuda_graph_padding: bool = False
+) -> tuple[ReplayCase | None, Prediction | Skipped]:
     """The row's case and prediction, or why there is none. Whatever the case builder, the
     replay or the latency provider raises for this row (AIConfigurator's errors for shapes its
     database lacks among them) skips the row with that reason rather than stopping the run."""
     try:
-        case = build_case(row)
+        case = build_case(row, cuda_graph_padding=cuda_graph_padding)
         if isinstance(case, Skipped):
             return None, case
         return case, predict(case, perf=perf)
@@ -309,7 +316,7 @@ def run(args: argparse.Namespace) -> int:
             f"{'TTFT pred/meas ms':>22s} {'err':>7s} {'TPOT pred/meas ms':>17s} {'err':>7s}"
         )
     for row in rows:
-        case, result = replay_row(row, args.perf)
+        case, result = replay_row(row, args.perf, cuda_graph_padding=args.cuda_graph_padding)
         if isinstance(result, Skipped):
             results.append(result)
             continue

@@ -1,10 +1,11 @@
 """Serving backends: one profile per engine, read by every layer that differs by backend.
 
-The memory rule and KV dtype default (catalog, perf), the kernel fits and whether the engine has
-vLLM's asynchronous-scheduling switch (perf), the scheduler the replay runs (replay), and the
-launch command and flags of a deployment (spica) all come from :data:`BACKEND_PROFILES`. Adding a
-backend is one entry here, plus, in the layers whose behaviour is code, the entries its profile
-names (an admission policy, engine arguments); tests check that every such table matches.
+The memory rule and KV dtype default (catalog, perf), the kernel fits, whether the engine has
+vLLM's asynchronous-scheduling switch and which batch sizes it captures as CUDA graphs (perf),
+the scheduler the replay runs (replay), and the launch command and flags of a deployment (spica)
+all come from :data:`BACKEND_PROFILES`. Adding a backend is one entry here, plus, in the layers
+whose behaviour is code, the entries its profile names (an admission policy, engine arguments);
+tests check that every such table matches.
 """
 
 from __future__ import annotations
@@ -13,6 +14,35 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from aisimulate.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CudaGraphRule:
+    """The CUDA graphs an engine captures by default. A captured pass replays a graph recorded
+    for a fixed batch, so a batch between two captured sizes runs, and costs, as the next larger
+    one; past the largest captured size the pass runs eagerly at its own size.
+
+    ``ladder``: (first size, step) segments; each runs from its first size up to the next
+    segment's, the last one without end. ``pads``: "tokens" pads the tokens of any pass of at most
+    the largest size (vLLM: full graphs for decode batches, piecewise graphs for mixed ones);
+    "decode" pads the sequences of decode-only passes (SGLang, TRT-LLM: passes with prompt tokens
+    run without graphs)."""
+
+    ladder: tuple[tuple[int, int], ...]
+    max_batch_size: int
+    pads: Literal["tokens", "decode"]
+
+    def capture_sizes(self, max_batch_size: int | None = None) -> tuple[int, ...]:
+        """The captured sizes up to ``max_batch_size`` (None: the engine's default), the largest
+        included as the engines add it; 0 captures nothing (eager engine)."""
+        top = self.max_batch_size if max_batch_size is None else max_batch_size
+        sizes: list[int] = []
+        bounds = [first for first, _ in self.ladder[1:]] + [top + 1]
+        for (first, step), end in zip(self.ladder, bounds, strict=True):
+            sizes.extend(range(first, min(end, top + 1), step))
+        if top > 0 and (not sizes or sizes[-1] != top):
+            sizes.append(top)
+        return tuple(sizes)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,6 +71,8 @@ class BackendProfile:
     # other (SGLang).
     admission: str
     passes: Literal["mixed", "extend_or_decode"]
+    # The batch sizes its decode passes run at (CUDA-graph padding).
+    cuda_graphs: CudaGraphRule
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -61,6 +93,12 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         async_switch=True,
         admission="vllm",
         passes="mixed",
+        # vLLM >= 0.11 (VllmConfig._set_cudagraph_sizes; cudagraph_mode FULL_AND_PIECEWISE):
+        # [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16) tokens, max = min(2 x
+        # max_num_seqs x (1 + speculative tokens), 512): 512 for the default 256 sequences.
+        cuda_graphs=CudaGraphRule(
+            ladder=((1, 1), (2, 2), (4, 4), (8, 8), (256, 16)), max_batch_size=512, pads="tokens"
+        ),
         launch_command=("vllm", "serve"),
         dynamo_module="dynamo.vllm",
         service_prefix="Vllm",
@@ -77,6 +115,16 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         async_switch=False,
         admission="sglang",
         passes="extend_or_decode",
+        # SGLang 0.5 (ServerArgs._generate_cuda_graph_batch_sizes): [1, 2, 4, 8, 12] +
+        # range(16, 257, 8) + range(272, 512, 16) + range(512, max + 1, 32) sequences;
+        # cuda_graph_max_bs 512 on GPUs of 160 GB and more and from tp 4 on smaller ones (256
+        # below tp 4, a difference only for decode batches of 257-512). Extend passes run
+        # without graphs (piecewise graphs for them are opt-in).
+        cuda_graphs=CudaGraphRule(
+            ladder=((1, 1), (2, 2), (4, 4), (8, 4), (16, 8), (256, 16), (512, 32)),
+            max_batch_size=512,
+            pads="decode",
+        ),
         launch_command=("python", "-m", "sglang.launch_server", "--model-path"),
         dynamo_module="dynamo.sglang",
         service_prefix="Sglang",
@@ -92,6 +140,12 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         async_switch=False,
         admission="trtllm",
         passes="mixed",
+        # TRT-LLM 1.x PyTorch backend (CudaGraphConfig._generate_cuda_graph_batch_sizes) with
+        # enable_padding, as its deployment recipes set it: [1, 2, 4] + multiples of 8 up to 128,
+        # max_batch_size 128 unless set; graphs run generation-only batches.
+        cuda_graphs=CudaGraphRule(
+            ladder=((1, 1), (2, 2), (4, 4), (8, 8), (128, 64)), max_batch_size=128, pads="decode"
+        ),
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",

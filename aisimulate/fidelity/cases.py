@@ -133,7 +133,11 @@ def _async_scheduling(row: MeasuredRow) -> bool | None:
 
 
 def build_case(
-    row: MeasuredRow, *, osl_spread: float | None = None, frontend_latency_ms: float | None = None
+    row: MeasuredRow,
+    *,
+    osl_spread: float | None = None,
+    frontend_latency_ms: float | None = None,
+    cuda_graph_padding: bool = False,
 ) -> ReplayCase | Skipped:
     """The replay of one measured row, or the reason it is skipped (never silently dropped).
 
@@ -149,7 +153,7 @@ def build_case(
     stays here; the frontend latency (client, HTTP, tokenisation) is the server's, so the plan
     leaves it to the backend's calibrated default every replay gets, unless
     ``frontend_latency_ms`` overrides it (as the fit does). A vLLM row schedules the way its
-    release did by default.
+    release did by default. ``cuda_graph_padding`` is the engine switch of that name.
     """
     if row.problem:
         return Skipped(row=row, reason=row.problem)
@@ -181,6 +185,7 @@ def build_case(
         # The benchmark's sequences are all it must hold: a server that ran it had room for them.
         "max_model_len": row.isl + row.osl + 3 * spread,
         "async_scheduling": _async_scheduling(row),
+        "cuda_graph_padding": cuda_graph_padding,
     }
     shapes = {"prefill": row.prefill, "decode": row.decode} if row.mode == "disagg" else {"agg": None}
     roles = {}

@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
 from aisimulate.perf.calibration import Calibration, calibration_for, moe_curve_key
+from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
 from aisimulate.perf.kernels import (
     Collective,
     GenerationAttention,
@@ -74,6 +76,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         nextn: int = 0,
         calibration: Calibration | None = None,
         async_scheduling: bool = False,
+        cuda_graph_sizes: tuple[int, ...] = (),
     ) -> None:
         check_backend(backend)
         check_shape(model, shape)
@@ -93,6 +96,12 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         # The fitted overhead is CPU time between synchronous passes; scheduled asynchronously it
         # runs during the previous pass and shows only where it outlasts the kernels.
         self.async_scheduling = async_scheduling
+        # CUDA graphs (``cuda_graph_sizes`` ascending; empty: eager): the GEMMs, MoE and collectives
+        # of a captured pass run at the next captured size; attention reads the real sequences'
+        # KV (padding rows have none) and the framework overhead is per real sequence.
+        self.cuda_graph_sizes = cuda_graph_sizes
+        self._graph_sizes_array = np.asarray(cuda_graph_sizes, dtype=np.float64)
+        self._graph_pads_tokens = backend_profile(backend).cuda_graphs.pads == "tokens"
         # MTP: nextn draft steps, each one extra decoder layer over the decode batch.
         self._mtp_layer_fraction = nextn * max(model.num_nextn_layers, 1) / model.num_layers if nextn else 0.0
         self._bind_scalar()
@@ -296,34 +305,49 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         m = p + d * tps
         if m <= 0:
             return 0.0, 0.0, 0.0, 0.0, 0.0
-        gemm = self._s_linear(m) + self._s_lm_head(r + d * tps)
+        graphed = m
+        if self.cuda_graph_sizes:
+            if self._graph_pads_tokens:
+                graphed = padded_batch(m, self.cuda_graph_sizes)
+            elif p == 0:
+                graphed = padded_batch(d, self.cuda_graph_sizes) * tps
+        gemm = self._s_linear(graphed) + self._s_lm_head(r + d * tps)
         attention = self._s_context(pairs, r, ctx, p) + self._s_generation(d, dctx, tps)
         if self._hybrid:
             attention += self._s_linear_attention(p, d * tps)
-        moe = self._s_moe(m * self._dp) if self._s_moe is not None else 0.0
+        moe = self._s_moe(graphed * self._dp) if self._s_moe is not None else 0.0
         overhead = self._overhead_base + self._overhead_per_seq * (r + d)
         if self._mtp_layer_fraction and d > 0:
             draft = self._s_linear(d) + self._s_generation(d, dctx, 1.0)
             if self._s_moe is not None:
                 draft += self._s_moe(d * self._dp)
             gemm += self._mtp_layer_fraction * draft + self.nextn * self._s_lm_head(d)
-        return gemm, attention, moe, self._s_comm(m), overhead
+        return gemm, attention, moe, self._s_comm(graphed), overhead
 
     def _vector_components(
         self, p: Any, r: Any, pairs: Any, ctx: Any, d: Any, dctx: Any, tps: float
     ) -> list[Any]:
         m = p + d * tps
-        gemm = self._linear.time_ms(m) + self._lm_head.time_ms(r + d * tps)
+        graphed = self._graphed_tokens(p, d, tps, m)
+        gemm = self._linear.time_ms(graphed) + self._lm_head.time_ms(r + d * tps)
         attention = self._context.time_ms(pairs, r, ctx, p) + self._generation.time_ms(d, dctx, tps)
         attention = attention + self._linear_attention.time_ms(p, d * tps)
-        moe = self._moe.time_ms(m * self._dp) if self._moe is not None else 0.0
+        moe = self._moe.time_ms(graphed * self._dp) if self._moe is not None else 0.0
         overhead = (m > 0) * (self._overhead_base + self._overhead_per_seq * (r + d))
         if self._mtp_layer_fraction:
             draft = self._linear.time_ms(d) + self._generation.time_ms(d, dctx, 1.0)
             if self._moe is not None:
                 draft = draft + self._moe.time_ms(d * self._dp)
             gemm = gemm + self._mtp_layer_fraction * draft + self.nextn * self._lm_head.time_ms(d)
-        return [gemm, attention, moe, self._comm.time_ms(m), overhead]
+        return [gemm, attention, moe, self._comm.time_ms(graphed), overhead]
+
+    def _graphed_tokens(self, p: Any, d: Any, tps: float, m: Any) -> Any:
+        """The tokens the weight-bound kernels of many passes run at (see ``_scalar_components``)."""
+        if not self.cuda_graph_sizes:
+            return m
+        if self._graph_pads_tokens:
+            return padded_batches(m, self._graph_sizes_array)
+        return np.where(p == 0, padded_batches(d, self._graph_sizes_array) * tps, m)
 
     def time_ms(
         self,
@@ -448,5 +472,6 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             "kv_cache_dtype": self.kv_dtype,
             "calibration": self.calibration.source,
             "async_scheduling": self.async_scheduling,
+            "cuda_graph_max_batch_size": self.cuda_graph_sizes[-1] if self.cuda_graph_sizes else 0,
             "layers_per_stage": math.ceil(self.model.num_layers / self.shape.pp),
         }

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aisimulate.catalog import get_model, get_system
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT
 from aisimulate.cli_args import CliParser
 from aisimulate.errors import ConfigError
@@ -102,6 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="vLLM: overlap the framework overhead with the pass (default: on for vllm)",
     )
+    latency.add_argument(
+        "--cuda-graph-padding",
+        action="store_true",
+        help="price the batch at the next size the backend captures as a CUDA graph",
+    )
+    latency.add_argument(
+        "--cuda-graph-max-batch-size",
+        type=_count("cuda-graph-max-batch-size", 1),
+        default=None,
+        help="with --cuda-graph-padding: the largest captured batch (default: the backend's)",
+    )
     latency.add_argument("--perf", default="analytic", choices=PROVIDERS)
     latency.add_argument("--perf-table", default=None, help="CSV/NPZ table for --perf table")
     return parser
@@ -160,6 +172,14 @@ def run_memory(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     return result
 
 
+def _cuda_graph_sizes(args: argparse.Namespace) -> tuple[int, ...]:
+    if args.cuda_graph_max_batch_size is not None and not args.cuda_graph_padding:
+        raise ConfigError("--cuda-graph-max-batch-size needs --cuda-graph-padding")
+    if not args.cuda_graph_padding:
+        return ()
+    return backend_profile(args.backend).cuda_graphs.capture_sizes(args.cuda_graph_max_batch_size)
+
+
 def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     async_scheduling = async_scheduling_for(args.backend, args.async_scheduling, name="--async-scheduling")
     model, system, shape, estimate = _memory(args)
@@ -172,6 +192,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         kv_cache_dtype=args.kv_dtype,
         nextn=args.nextn,
         async_scheduling=async_scheduling,
+        cuda_graph_sizes=_cuda_graph_sizes(args),
         table_path=args.perf_table,
     )
     chunks = [(args.prefill_tokens, args.prefill_context)] if args.prefill_tokens else []
@@ -197,6 +218,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         "decode_context": args.decode_context,
         "nextn": args.nextn,
         "async_scheduling": getattr(perf, "async_scheduling", None),
+        "cuda_graph_sizes": list(getattr(perf, "cuda_graph_sizes", ())),
         "total_ms": total,
         "breakdown": breakdown,
     }

@@ -42,12 +42,15 @@ def get_perf_model(
     kv_cache_dtype: str = "auto",
     nextn: int = 0,
     async_scheduling: bool = False,
+    cuda_graph_sizes: tuple[int, ...] = (),
     table_path: str | Path | None = None,
 ) -> PerfModel:
     """Build the provider ``name`` for one worker shape.
 
     ``async_scheduling`` only changes the analytic model: it is the one that adds a framework
-    overhead to its kernels (AIConfigurator prices kernels alone; measured tables include it)."""
+    overhead to its kernels (AIConfigurator prices kernels alone; measured tables include it).
+    So do ``cuda_graph_sizes`` (the batch sizes captured as CUDA graphs, empty: none padded):
+    the other providers price a batch as they measured or tabulated it."""
     if name in ("aic", "auto"):
         # Imported here: the module is the only one that touches the optional extra.
         from aisimulate.perf.aic import AicPerfModel
@@ -68,6 +71,7 @@ def get_perf_model(
             kv_cache_dtype=kv_cache_dtype,
             nextn=nextn,
             async_scheduling=async_scheduling,
+            cuda_graph_sizes=cuda_graph_sizes,
         )
     if name == "polynomial":
         return PolynomialPerfModel()

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from aisimulate.catalog.backends import Backend
+from aisimulate.catalog.backends import Backend, backend_profile
 from aisimulate.perf.providers import async_scheduling_for
 from aisimulate.planner.config import PlannerConfig
 
@@ -81,6 +81,13 @@ class EngineSpec(_Frozen):
     # vLLM's --async-scheduling: the CPU work of the next pass overlaps this pass on the GPU, so a
     # pass costs max(kernels, framework overhead) instead of their sum. None: vLLM's default (on).
     async_scheduling: bool | None = None
+    # CUDA-graph batch padding: a pass is priced at the next batch size the backend captures
+    # (BackendProfile.cuda_graphs). Off by default: on the development rows it moved TPOT the
+    # wrong way where our decode kernels are already slow (docs/fidelity.md).
+    cuda_graph_padding: bool = False
+    # The largest batch a graph runs (vLLM's max_cudagraph_capture_size, SGLang's
+    # --cuda-graph-max-bs, TRT-LLM's cuda_graph_config.max_batch_size); None: the backend's.
+    cuda_graph_max_batch_size: int | None = Field(default=None, ge=1)
     startup_time: float | None = Field(default=None, ge=0, description="seconds before a new worker serves")
     sglang: SglangOptions = SglangOptions()
     # Host KV offload (KVBM): G2 host memory and optional G3 disk tier, in blocks per rank; links in
@@ -108,6 +115,8 @@ class EngineSpec(_Frozen):
 
     @model_validator(mode="after")
     def _tiers(self) -> EngineSpec:
+        if self.cuda_graph_max_batch_size is not None and not self.cuda_graph_padding:
+            raise ValueError("cuda_graph_max_batch_size needs cuda_graph_padding: true")
         if self.num_g3_blocks is not None and self.num_g2_blocks is None:
             raise ValueError("num_g3_blocks needs num_g2_blocks (G3 sits below G2)")
         if self.num_g2_blocks is not None and not self.enable_prefix_caching:
@@ -273,6 +282,12 @@ class DeploymentPlan(_Frozen):
     def async_scheduling(self, spec: EngineSpec) -> bool:
         """Whether ``spec``'s passes overlap their framework overhead (vLLM's default: yes)."""
         return async_scheduling_for(self.backend, spec.async_scheduling)
+
+    def cuda_graph_sizes(self, spec: EngineSpec) -> tuple[int, ...]:
+        """The batch sizes ``spec``'s passes are padded to (none without ``cuda_graph_padding``)."""
+        if not spec.cuda_graph_padding:
+            return ()
+        return backend_profile(self.backend).cuda_graphs.capture_sizes(spec.cuda_graph_max_batch_size)
 
     def pools(self) -> list[tuple[str, EngineSpec, RouterSpec]]:
         """(role, engine spec, router) of each pool, in request order."""

@@ -90,6 +90,7 @@ def resolve_engine(
         kv_cache_dtype=spec.kv_cache_dtype,
         nextn=spec.nextn,
         async_scheduling=async_scheduling,
+        cuda_graph_sizes=plan.cuda_graph_sizes(spec),
         table_path=perf_table,
     )
     blocks = spec.num_gpu_blocks
