@@ -240,6 +240,10 @@ class DeploymentPlan(_Frozen):
     # GB/s per GPU for the prefill -> decode KV transfer; None: the system's link (NVLink when a
     # prefill and a decode worker fit one NVLink domain, else inter-node); 0: free.
     kv_transfer_bandwidth_gbps: float | None = Field(default=None, ge=0)
+    # Fixed latency of each prefill -> decode hand-off besides its bytes (request hops, transfer
+    # setup; ``replay.transfer``). None: the backend's fitted value, or 0 where the bandwidth is
+    # pinned to 0 (free); 0: bytes over bandwidth only.
+    kv_transfer_latency_ms: float | None = Field(default=None, ge=0)
     kv_transfer_timing: Literal["full_prompt", "destination_missing"] = "full_prompt"
     # Per request, from the client's send to the engine (HTTP, chat template, tokenisation) and
     # the tokens' way back: counted in TTFT and E2E, not in token gaps. None: the backend's

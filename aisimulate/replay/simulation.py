@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from aisimulate.catalog import get_system
 from aisimulate.errors import ConfigError
 from aisimulate.planner.policy import Planner
 from aisimulate.replay.autoscale import Lifecycle, capability, fpm_snapshot, traffic_window
@@ -34,6 +33,7 @@ from aisimulate.replay.plan import SLA, DeploymentPlan
 from aisimulate.replay.report import Fleet, Report, request_records, summarize
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import HeldRequests
+from aisimulate.replay.transfer import kv_transfer
 from aisimulate.replay.workers import (
     Pool,
     ResolvedEngine,
@@ -111,7 +111,7 @@ class Simulation:
         ]
         self.entry = self.pools[0]
         self.decode_pool = self.pools[-1] if plan.mode == "disagg" else None
-        self.transfer_gbps = transfer_bandwidth(plan) if plan.mode == "disagg" else 0.0
+        self.transfer = kv_transfer(plan)
         self.destination_missing = plan.kv_transfer_timing == "destination_missing"
         self.frontend_ms = resolve_frontend_latency_ms(plan)
         self.held = HeldRequests(self.entry.router.queue_policy)
@@ -361,9 +361,7 @@ class Simulation:
             tokens = r.prompt_len
             if self.destination_missing:
                 tokens = min(missing * self.block_size, tokens)
-            bytes_per_ms = self.transfer_gbps * 1e6  # GB/s
-            sent = tokens * self.pools[0].engine.kv_bytes_per_token_per_gpu
-            ms = sent / bytes_per_ms if bytes_per_ms else 0.0
+            ms = self.transfer.ms(tokens * self.pools[0].engine.kv_bytes_per_token_per_gpu)
             r.kv_transfer_ms = ms
             self.collector.transfer(ms)
             if ms > 0:
@@ -663,15 +661,3 @@ def _report(
         planner_events=planner.stats.events if planner is not None else None,
         config=config,
     )
-
-
-def transfer_bandwidth(plan: DeploymentPlan) -> float:
-    """GB/s of the prefill -> decode KV transfer: pinned, or NVLink when one worker of each role
-    fits one NVLink domain, else the inter-node link."""
-    if plan.kv_transfer_bandwidth_gbps is not None:
-        return plan.kv_transfer_bandwidth_gbps
-    assert plan.prefill is not None and plan.decode is not None
-    system = get_system(plan.system, where="deployment.system")
-    if plan.prefill.gpus_per_worker + plan.decode.gpus_per_worker <= system.nvlink_domain:
-        return system.nvlink_gbps
-    return system.inter_node_gbps

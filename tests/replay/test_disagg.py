@@ -4,9 +4,10 @@ import pytest
 from pydantic import ValidationError
 
 from aisimulate.catalog import get_system
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.perf.polynomial import decode_ms, prefill_ms
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
-from aisimulate.replay.simulation import transfer_bandwidth
+from aisimulate.replay.transfer import KvTransfer, kv_transfer, transfer_bandwidth
 from aisimulate.workload import SyntheticWorkload
 
 CAPACITY = 16384 * 64
@@ -15,6 +16,7 @@ CAPACITY = 16384 * 64
 def plan(prefill=None, decode=None, **kw):
     base = dict(num_gpu_blocks=16384)
     kw.setdefault("frontend_latency_ms", 0)  # engine timings: these tests are about the engine
+    kw.setdefault("kv_transfer_latency_ms", 0)  # bytes over bandwidth only
     return DeploymentPlan(
         model="meta-llama/Llama-3.1-8B",
         system="h200_sxm",
@@ -46,6 +48,31 @@ def test_transfer_time_is_prompt_kv_over_bandwidth():
     assert rep.requests[0]["kv_transfer_ms"] == pytest.approx(expected)
     free = one(plan(kv_transfer_bandwidth_gbps=0)).requests[0]["ttft_ms"]
     assert rep.requests[0]["ttft_ms"] == pytest.approx(free + expected)
+
+
+def test_transfer_time_is_the_handoff_latency_plus_bytes_over_bandwidth():
+    pinned = plan(kv_transfer_bandwidth_gbps=10, kv_transfer_latency_ms=40)
+    assert kv_transfer(pinned) == KvTransfer(latency_ms=40, gbps=10)
+    assert kv_transfer(pinned).ms(1e6) == pytest.approx(40 + 1e6 / (10 * 1e6))
+    rep = one(pinned)
+    assert rep.requests[0]["kv_transfer_ms"] == pytest.approx(40 + 1024 * 131072 / (10 * 1e6))
+    bytes_only = one(plan(kv_transfer_bandwidth_gbps=10)).requests[0]["ttft_ms"]
+    assert rep.requests[0]["ttft_ms"] == pytest.approx(bytes_only + 40)
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang", "trtllm"])
+def test_every_replay_gets_its_backends_handoff_latency(backend):
+    # Unset, the latency is the backend's fitted value; a free link (bandwidth 0) stays free.
+    default = plan(backend=backend, kv_transfer_latency_ms=None)
+    handoff_ms = backend_profile(backend).kv_handoff_ms
+    assert handoff_ms > 0
+    assert kv_transfer(default) == KvTransfer(latency_ms=handoff_ms, gbps=get_system("h200_sxm").nvlink_gbps)
+    rep = one(default)
+    assert rep.requests[0]["kv_transfer_ms"] == pytest.approx(handoff_ms + 1024 * 131072 / (450 * 1e6))
+    free = plan(backend=backend, kv_transfer_latency_ms=None, kv_transfer_bandwidth_gbps=0)
+    assert kv_transfer(free).ms(1e9) == 0
+    agg = DeploymentPlan(model="meta-llama/Llama-3.1-8B", system="h200_sxm", backend=backend)
+    assert kv_transfer(agg).ms(1e9) == 0
 
 
 def test_default_link_is_nvlink_inside_a_node_else_the_network():
