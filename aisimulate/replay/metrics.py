@@ -86,19 +86,55 @@ def add_family(
         summary[f"{stat}_{name}{unit}"] = value
 
 
+class Finished:
+    """What the report reads of each finished request, as columns in finishing order: about 64
+    bytes a request, where the request itself holds its spec and its prompt's block names (a
+    flagship replay finishes hundreds of thousands)."""
+
+    def __init__(self) -> None:
+        self.arrival_ms = array("d")
+        self.first_token_ms = array("d")
+        self.second_token_ms = array("d")  # NaN when it emitted fewer than two tokens
+        self.last_token_ms = array("d")
+        self.input_tokens = array("q")
+        self.output_tokens = array("q")
+        self.max_reused_tokens = array("q")
+        self.first_reused_tokens = array("q")
+
+    def add(self, r: Request) -> None:
+        assert r.first_token_ms is not None and r.last_token_ms is not None  # it emitted its tokens
+        self.arrival_ms.append(r.arrival_ms)
+        self.first_token_ms.append(r.first_token_ms)
+        self.second_token_ms.append(math.nan if r.second_token_ms is None else r.second_token_ms)
+        self.last_token_ms.append(r.last_token_ms)
+        self.input_tokens.append(r.prompt_len)
+        self.output_tokens.append(r.generated)
+        self.max_reused_tokens.append(r.max_reused_tokens)
+        self.first_reused_tokens.append(r.first_reused_tokens)
+
+    def __len__(self) -> int:
+        return len(self.arrival_ms)
+
+
 class Collector:
     """Receives admissions, token gaps and finished requests from the ranks.
 
     ``on_admission`` lets a hidden collector (a prefill pool's) count admissions into the main one;
     ``keep_finished=False`` lets it forget the requests that finish there (their decode copies
-    are the ones reported: a flagship replay would otherwise hold every prompt twice).
+    are the ones reported). Finished requests are kept as :class:`Finished` columns, and whole
+    only with ``keep_requests`` (per-request records).
     """
 
     def __init__(
-        self, *, on_admission: Callable[[int], None] | None = None, keep_finished: bool = True
+        self,
+        *,
+        on_admission: Callable[[int], None] | None = None,
+        keep_finished: bool = True,
+        keep_requests: bool = False,
     ) -> None:
         self._on_admission = on_admission
         self._keep_finished = keep_finished
+        self._keep_requests = keep_requests
         self.transfer_ms: list[float] = []
         self.held_ms: list[float] = []
         self.onboard_ms: list[float] = []
@@ -110,7 +146,8 @@ class Collector:
         self.chunk_ends = array("d")  # stretches' pass ends, back to back
         self.chunk_lengths: list[int] = []
         self.chunk_weights: list[int] = []  # each stretch's decoders
-        self.finished: list[Request] = []
+        self.done = Finished()
+        self.finished: list[Request] = []  # with keep_requests only
         self.rejected: list[Request] = []
         self.committed_prefill_tokens = 0
         self.emitted_tokens = 0
@@ -179,7 +216,9 @@ class Collector:
 
     def finish(self, r: Request) -> None:
         if self._keep_finished:
-            self.finished.append(r)
+            self.done.add(r)
+            if self._keep_requests:
+                self.finished.append(r)
 
     def reject(self, r: Request) -> None:
         r.rejected = True

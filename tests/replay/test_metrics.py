@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -103,8 +105,10 @@ def test_stretch_gaps_are_differenced_within_each_stretch_only():
 
 
 def test_a_hidden_collector_counts_admissions_but_forgets_finished_requests():
-    # A prefill pool's collector: its prompts' decode copies are the ones reported.
+    # A prefill pool's collector: its prompts' decode copies are the ones reported; the main one
+    # keeps finished requests as columns, and whole only for per-request records.
     main = Collector()
+    records = Collector(keep_requests=True)
     hidden = Collector(on_admission=main.admission_counted, keep_finished=False)
     spec = RequestSpec(
         request_id=0,
@@ -117,6 +121,11 @@ def test_a_hidden_collector_counts_admissions_but_forgets_finished_requests():
     )
     req = Request.from_spec(spec, 0.0, 16, max_model_len=None)
     hidden.admission(req, 0, 0.0)
+    req.first_token_ms = req.last_token_ms = 5.0
+    req.generated = 1
     hidden.finish(req)
     main.finish(req)
-    assert main.committed_prefill_tokens == 10 and hidden.finished == [] and main.finished == [req]
+    records.finish(req)
+    assert main.committed_prefill_tokens == 10 and len(hidden.done) == 0 and hidden.finished == []
+    assert len(main.done) == 1 and main.finished == [] and records.finished == [req]
+    assert list(main.done.output_tokens) == [1] and math.isnan(main.done.second_token_ms[0])
