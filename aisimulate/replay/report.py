@@ -113,7 +113,8 @@ def summarize(
     second = np.frombuffer(done.second_token_ms, dtype=np.float64)
     two = ~np.isnan(second)
     ttst = second[two] - first[two]
-    gaps, weights = collector.all_gaps()
+    gaps, weights = collector.take_gaps()
+    itl_samples = int(weights.sum())
     add_family(summary, "ttft", distribution(ttft))
     add_family(summary, "ttst", distribution(ttst))
     add_family(summary, "tpot", distribution(tpot))
@@ -130,7 +131,7 @@ def summarize(
     summary["num_ttft_samples"] = n
     summary["num_tpot_samples"] = int(tpot.size)
     summary["num_e2e_latency_samples"] = n
-    summary["num_itl_samples"] = int(weights.sum())
+    summary["num_itl_samples"] = itl_samples
 
     if sla is not None:
         ok = np.ones(n, dtype=bool)
