@@ -86,7 +86,9 @@ def sorted_distribution(ordered: np.ndarray, weights: np.ndarray) -> dict[str, f
     the sample's size is dropped before the next is made."""
     if ordered.size == 0:
         return {}
-    cumulative = np.cumsum(weights, dtype=np.int64)
+    # Integer counts (float64 weights sum exactly below 2**53), accumulated in the weights' own
+    # type: casting to int64 first would make one more copy of the sample.
+    cumulative = np.cumsum(weights)
     n = int(cumulative[-1])
     at = [int(np.searchsorted(cumulative, rank_of(n, p), side="right")) for _, p in PERCENTILES]
     del cumulative
