@@ -15,6 +15,7 @@ from aisimulate.perf.model import PassRecord
 from aisimulate.planner.fpm import ForwardPassMetrics
 from aisimulate.planner.policy import RoleCapability, RoleState, TrafficWindow
 from aisimulate.replay.engine import Rank
+from aisimulate.replay.metrics import Finished
 from aisimulate.replay.request import Request
 from aisimulate.replay.workers import Pool, ResolvedEngine, Worker
 
@@ -115,12 +116,13 @@ class Lifecycle:
         )
 
 
-def traffic_window(num_requests: int, finished: list[Request]) -> TrafficWindow:
-    """The window of ``num_requests`` offered requests and the requests ``finished`` in it."""
+def traffic_window(num_requests: int, finished: Finished, since: int) -> TrafficWindow:
+    """The window of ``num_requests`` offered requests and the requests ``finished`` in it (those
+    from index ``since`` on)."""
     return TrafficWindow(
         num_requests=num_requests,
-        num_completed=len(finished),
-        sum_input_tokens=sum(r.prompt_len for r in finished),
-        sum_output_tokens=sum(r.generated for r in finished),
-        sum_cached_tokens=sum(r.first_reused_tokens for r in finished),
+        num_completed=len(finished) - since,
+        sum_input_tokens=sum(finished.input_tokens[since:]),
+        sum_output_tokens=sum(finished.output_tokens[since:]),
+        sum_cached_tokens=sum(finished.first_reused_tokens[since:]),
     )

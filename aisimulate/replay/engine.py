@@ -43,6 +43,8 @@ from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import POLICIES, AdmissionPolicy, ceil_div
 from aisimulate.replay.stretch import DecodeStretches
 
+TRIM_PASSES = 4096  # pass ends piled up before a rank looks for ones no decoder reads
+
 
 def chunk_totals(chunks: list[tuple[int, int, Request]]) -> tuple[int, int, float, int]:
     """(new tokens, requests, causal attention pairs, cached context) of a pass's prefill
@@ -124,7 +126,11 @@ class Rank(DecodeStretches, DecodeDestination):
         self.decoders: dict[int, Request] = {}
         self._admissions = 0
         self.pass_idx = 0
-        self.pass_end_ms = array("d")  # every pass's end, by pass index
+        # Pass ends from pass ``ends_from`` on (see :meth:`pass_end`): the older ones no live
+        # decoder reads are dropped now and then, or a long replay keeps 8 bytes a rank pass.
+        self.pass_end_ms = array("d")
+        self.ends_from = 0
+        self._trim_at = TRIM_PASSES
         self.finish_at: dict[int, list[Request]] = {}
         self.dec_ctx = 0  # sum over decoders of computed tokens at the start of the pass
         # Blocks promised to running requests to completion but not yet held (read only by
@@ -259,12 +265,12 @@ class Rank(DecodeStretches, DecodeDestination):
         r.generated = r.dec_gen0 + done
         r.n_blocks = ceil_div(r.num_computed, self.block_size)
         if passes > 0:
-            r.last_token_ms = self.pass_end_ms[p - 1]
+            r.last_token_ms = self.pass_end(p - 1)
             if r.second_token_ms is None and r.dec_gen0 <= 1:
                 # The second token came out with the first decode step, or else the next one.
                 second = r.dec_pass0 + (r.dec_gen0 + self.ledger.done(r, 1) < 2)
                 if second < p:
-                    r.second_token_ms = self.pass_end_ms[second]
+                    r.second_token_ms = self.pass_end(second)
 
     def _stop_decoding(self, r: Request, p: int) -> None:
         """Take a decoder out of the aggregates at the start of pass p (before it is scheduled)."""
@@ -490,9 +496,27 @@ class Rank(DecodeStretches, DecodeDestination):
         r.num_computed = cached
         self.reserved_blocks -= r.n_blocks
 
+    def pass_end(self, p: int) -> float:
+        """When pass p ended (p at or after the oldest live decoder's first decode pass)."""
+        return self.pass_end_ms[p - self.ends_from]
+
+    def trim_pass_ends(self) -> None:
+        """Forget the pass ends before the oldest live decoder's first decode pass (and before
+        the latest pass, whose end the next one's token gap reads), once enough have piled up
+        that the scan over the decoders is paid for."""
+        if len(self.pass_end_ms) < self._trim_at:
+            return
+        keep = min((r.dec_pass0 for r in self.decoders.values()), default=self.pass_idx)
+        keep = min(keep, self.pass_idx - 1)
+        if keep > self.ends_from:
+            del self.pass_end_ms[: keep - self.ends_from]
+            self.ends_from = keep
+        self._trim_at = len(self.pass_end_ms) + max(len(self.pass_end_ms), TRIM_PASSES)
+
     def end_pass(self, end_ms: float) -> list[Request]:
         """Stamp the pass's tokens at ``end_ms``; return the requests that finished."""
         p = self.pass_idx
+        self.trim_pass_ends()
         self.pass_idx += 1
         self.pass_end_ms.append(end_ms)
         self._last_end_ms = end_ms

@@ -82,13 +82,13 @@ def summarize(
     max_kv_usage_ratio: float,
     wall_time_ms: float,
 ) -> dict[str, Any]:
-    done = collector.finished
+    done = collector.done
     n = len(done)
-    arrival = np.array([r.arrival_ms for r in done])
-    first = np.array([r.first_token_ms for r in done])
-    last = np.array([r.last_token_ms for r in done])
-    out_len = np.array([r.generated for r in done], dtype=np.int64)
-    in_len = np.array([r.prompt_len for r in done], dtype=np.int64)
+    arrival = np.frombuffer(done.arrival_ms, dtype=np.float64)
+    first = np.frombuffer(done.first_token_ms, dtype=np.float64)
+    last = np.frombuffer(done.last_token_ms, dtype=np.float64)
+    out_len = np.frombuffer(done.output_tokens, dtype=np.int64)
+    in_len = np.frombuffer(done.input_tokens, dtype=np.int64)
     duration = float(last.max()) if n else 0.0
     seconds = duration / 1000.0
     summary: dict[str, Any] = {
@@ -110,8 +110,11 @@ def summarize(
     e2e = last - arrival
     multi = out_len > 1
     tpot = (last[multi] - first[multi]) / (out_len[multi] - 1)
-    ttst = np.array([ms for r in done if (ms := ttst_ms(r)) is not None])
-    gaps, weights = collector.all_gaps()
+    second = np.frombuffer(done.second_token_ms, dtype=np.float64)
+    two = ~np.isnan(second)
+    ttst = second[two] - first[two]
+    gaps, weights = collector.take_gaps()
+    itl_samples = int(weights.sum())
     add_family(summary, "ttft", distribution(ttft))
     add_family(summary, "ttst", distribution(ttst))
     add_family(summary, "tpot", distribution(tpot))
@@ -128,7 +131,7 @@ def summarize(
     summary["num_ttft_samples"] = n
     summary["num_tpot_samples"] = int(tpot.size)
     summary["num_e2e_latency_samples"] = n
-    summary["num_itl_samples"] = int(weights.sum())
+    summary["num_itl_samples"] = itl_samples
 
     if sla is not None:
         ok = np.ones(n, dtype=bool)
@@ -155,11 +158,9 @@ def summarize(
         avg_gpu=gpu_hours * 3600.0 / seconds if seconds > 0 else 0.0,
     )
     total_in = int(in_len.sum())
-    summary["prefix_cache_reused_ratio"] = (
-        sum(r.max_reused_tokens for r in done) / total_in if total_in else 0.0
-    )
+    summary["prefix_cache_reused_ratio"] = sum(done.max_reused_tokens) / total_in if total_in else 0.0
     summary["first_admission_prefix_cache_reused_ratio"] = (
-        sum(r.first_reused_tokens for r in done) / total_in if total_in else 0.0
+        sum(done.first_reused_tokens) / total_in if total_in else 0.0
     )
     if collector.decode_step_tokens > collector.decode_steps:  # speculative decoding ran
         summary["mean_tokens_per_step"] = collector.decode_step_tokens / collector.decode_steps

@@ -88,8 +88,9 @@ class Simulation:
         capture_timeline: bool,
         timeline_interval_ms: float,
         max_sim_time_ms: float | None,
+        capture_requests: bool = False,
     ) -> None:
-        self.collector = Collector()
+        self.collector = Collector(keep_requests=capture_requests)
         # Prefill workers emit no visible tokens: their first token is the decode worker's.
         self.hidden = Collector(on_admission=self.collector.admission_counted, keep_finished=False)
         rng = np.random.default_rng([seed, 0x7017E])
@@ -166,8 +167,8 @@ class Simulation:
                 fpm.append(fpm_snapshot(rank, queued, self._seen.get(id(rank))))
                 self._seen[id(rank)] = rank.last_pass
             roles[pool.role] = self.lifecycle.state(pool, fpm)
-        finished = self.collector.finished
-        window = traffic_window(self.num_requests - self._offered_at_tick, finished[self._finished_at_tick :])
+        finished = self.collector.done
+        window = traffic_window(self.num_requests - self._offered_at_tick, finished, self._finished_at_tick)
         self._offered_at_tick, self._finished_at_tick = self.num_requests, len(finished)
         decision = planner.tick(now, roles, window)
         for pool in self.pools:
@@ -600,6 +601,7 @@ def simulate(
             capture_timeline=capture_timeline,
             timeline_interval_ms=timeline_interval_ms,
             max_sim_time_ms=max_sim_time_ms,
+            capture_requests=capture_requests,
         )
         sim.run()
         wall_ms = (time.perf_counter() - started) * 1000.0

@@ -1,13 +1,17 @@
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from aisimulate.replay import metrics
 from aisimulate.replay.metrics import (
     Collector,
     distribution,
     rank_of,
     reciprocal,
+    reverse_in_place,
     sort_weighted,
     sorted_distribution,
 )
@@ -95,16 +99,19 @@ def test_stretch_gaps_are_differenced_within_each_stretch_only():
     collector.gap(7.0, 1)
     collector.gaps([0.0, 1.0, 3.0], 2)  # two passes of a stretch: gaps 1 and 2, two decoders each
     collector.gaps([10.0, 14.0], 5)  # the 3 -> 10 step between stretches is no gap
-    values, weights = collector.all_gaps()
+    values, weights = collector.take_gaps()
     assert values.tolist() == [7.0, 1.0, 2.0, 4.0]
     assert weights.tolist() == [1, 2, 2, 5]
+    assert [a.size for a in collector.take_gaps()] == [0, 0]  # handed over: the report's only
     assert collector.emitted_tokens == 1 + 2 * 2 + 5
     assert distribution(values, weights)["mean"] == pytest.approx((7 + 2 + 4 + 20) / 10)
 
 
 def test_a_hidden_collector_counts_admissions_but_forgets_finished_requests():
-    # A prefill pool's collector: its prompts' decode copies are the ones reported.
+    # A prefill pool's collector: its prompts' decode copies are the ones reported; the main one
+    # keeps finished requests as columns, and whole only for per-request records.
     main = Collector()
+    records = Collector(keep_requests=True)
     hidden = Collector(on_admission=main.admission_counted, keep_finished=False)
     spec = RequestSpec(
         request_id=0,
@@ -117,6 +124,39 @@ def test_a_hidden_collector_counts_admissions_but_forgets_finished_requests():
     )
     req = Request.from_spec(spec, 0.0, 16, max_model_len=None)
     hidden.admission(req, 0, 0.0)
+    req.first_token_ms = req.last_token_ms = 5.0
+    req.generated = 1
     hidden.finish(req)
     main.finish(req)
-    assert main.committed_prefill_tokens == 10 and hidden.finished == [] and main.finished == [req]
+    records.finish(req)
+    assert main.committed_prefill_tokens == 10 and len(hidden.done) == 0 and hidden.finished == []
+    assert len(main.done) == 1 and main.finished == [] and records.finished == [req]
+    assert list(main.done.output_tokens) == [1] and math.isnan(main.done.second_token_ms[0])
+
+
+def test_large_samples_are_handled_in_blocks_with_the_same_result(monkeypatch):
+    # Gaps and their statistics are built and reversed a block at a time (bounded temporaries):
+    # any block size gives exactly what one block does.
+    rng = np.random.default_rng(5)
+
+    def summary_of_a_collector():
+        collector = Collector()
+        for _ in range(40):
+            ends = np.cumsum(rng.choice([0.0, 1.5, 2.25, 7.0], size=rng.integers(2, 9)))
+            collector.gaps(ends.tolist(), int(rng.integers(1, 4)))
+            collector.gap(float(rng.choice([0.0, 3.0])), int(rng.integers(1, 3)))
+        gaps, weights = collector.take_gaps()
+        ordered, ordered_weights = sort_weighted(gaps, weights)
+        itl = sorted_distribution(ordered, ordered_weights)
+        rates = sorted_distribution(*reciprocal(ordered, ordered_weights, 1000.0))
+        return gaps.size, itl, rates
+
+    whole = summary_of_a_collector()
+    rng = np.random.default_rng(5)
+    monkeypatch.setattr(metrics, "BLOCK", 3)
+    blocked = summary_of_a_collector()
+    assert whole[0] > 3 * 20 and blocked == whole
+    for size in (0, 1, 6, 7, 20):
+        a = np.arange(size, dtype=np.float64)
+        reverse_in_place(a)
+        assert a.tolist() == list(range(size))[::-1]
