@@ -74,9 +74,12 @@ def _serve(conn: Connection, evaluator: Evaluator, config: SmartSearchConfig) ->
     """A worker's loop: a sample in, its evaluation out, until told to stop (None). It says when
     it is ready, so start-up (imports) never counts against an evaluation's deadline."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
-    conn.send("ready")
-    while (sample := conn.recv()) is not None:
-        conn.send(run_guarded(evaluator, config, sample))
+    # A coordinator that was killed (``kill``, out of memory) closes its end: the worker then
+    # has nobody to answer and leaves quietly instead of printing a traceback per evaluation.
+    with contextlib.suppress(BrokenPipeError, EOFError, ConnectionResetError):
+        conn.send("ready")
+        while (sample := conn.recv()) is not None:
+            conn.send(run_guarded(evaluator, config, sample))
 
 
 class _Worker:

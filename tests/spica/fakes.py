@@ -55,3 +55,9 @@ def killed_midway(config: SmartSearchConfig, sample: Mapping[str, Any]) -> Evalu
     if len(CALLS) >= KILL_AFTER[0]:
         raise Killed
     return fake(config, sample)
+
+
+def slow(config: SmartSearchConfig, sample: Mapping[str, Any]) -> Evaluation:
+    """An evaluation that takes a moment: long enough for its coordinator to go away first."""
+    time.sleep(0.5)
+    return judge(config, summary_of(sample))
