@@ -17,11 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any, get_args
 
 import optuna
@@ -153,17 +156,38 @@ def _logged_to(output_dir: Path) -> Iterator[None]:
         handler.close()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a batch scheduler's time limit, ``docker stop``): stopped as Ctrl-C is,
+    so the trials so far are written out and the evaluation workers stopped, not orphaned."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _search(config: SmartSearchConfig, args: argparse.Namespace) -> int:
     output_dir = config.sweep.output_dir
     reference = read_reference_curve(args.reference_csv) if args.reference_csv else None
     console = Console(stderr=True, quiet=args.quiet or args.json)
     progress = SearchProgress(config, len(enumerate_branches(config).branches), console)
     try:
-        with _logged_to(output_dir), progress.shown():
+        with _logged_to(output_dir), progress.shown(), _terminate_as_interrupt():
             result = run_smart_search(
                 config, output_dir=output_dir, resume=args.resume, on_trial=progress.on_trial
             )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         plan = enumerate_branches(config)
         records = {(r.branch, r.trial_number): r for r in Journal(output_dir / JOURNAL).read()}
         result = merge(config, records, plan)
@@ -172,7 +196,7 @@ def _search(config: SmartSearchConfig, args: argparse.Namespace) -> int:
             f"interrupted: {len(records)} trial(s) kept in {output_dir}; continue with --resume",
             file=sys.stderr,
         )
-        return 130
+        return 143 if isinstance(stop, Terminated) else 130
     content = write_outputs(output_dir, result, config, reference)
     if args.json:
         print(json.dumps(content))

@@ -326,3 +326,29 @@ def test_kill_9_mid_search_then_resume_ends_as_an_uninterrupted_run(tmp_path):
         for d in (whole, killed)
     ]
     assert best[0] == best[1] and best[0]
+
+
+def test_sigterm_stops_the_search_as_ctrl_c_does_keeping_results_and_resumable(tmp_path):
+    search = json.loads(json.dumps(TINY))
+    search["sweep"].update(max_rounds=3, candidates_per_round=3, parallel_evals=2)
+    config = write(tmp_path, search)
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aisimulate.spica", "--config", config, "--output-dir", str(out), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    journal = out / "trials.jsonl"
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        if journal.is_file() and journal.read_text().count("\n") >= 2:
+            process.send_signal(signal.SIGTERM)
+            break
+        time.sleep(0.005)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143, err
+    assert "interrupted:" in err and "continue with --resume" in err
+    assert "Traceback" not in err
+    assert json.loads((out / "results.json").read_text())["best"] is not None
+    assert main(["--config", config, "--output-dir", str(out), "--quiet", "--resume"]) == 0
