@@ -144,7 +144,12 @@ class DecodeStretches:
         available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
         fit = ledger.passes_with_blocks(p, passes, available - taken_blocks)
         last = p + fit
-        finishes = sorted(f for f in finish_at if p <= f < last)
+        # A run under KV pressure fits few passes: look those up rather than scan every pass a
+        # completion is filed on (one per decoder at most).
+        if last - p < len(finish_at):
+            finishes = [f for f in range(p, last) if f in finish_at]
+        else:
+            finishes = sorted(f for f in finish_at if p <= f < last)
         times: list[float] = []
         k = p
         for f in finishes:
