@@ -17,10 +17,10 @@ from datetime import date
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.catalog.backends import BACKENDS
 from aisimulate.errors import UnknownNameError
-from aisimulate.fidelity.client import client_of
+from aisimulate.fidelity.client import client_of, sglang_recv_interval
 from aisimulate.fidelity.measured import MeasuredRow, RecordedWorkers
 from aisimulate.perf.calibration import e2e_osl_spread
-from aisimulate.replay.plan import DeploymentPlan, EngineSpec
+from aisimulate.replay.plan import DeploymentPlan, EngineSpec, SglangOptions
 from aisimulate.workload import LengthDistribution, SyntheticWorkload
 
 # Format family of a quantisation label -> weight dtypes that belong to it, best match first.
@@ -186,6 +186,7 @@ def build_case(
         "max_model_len": row.isl + row.osl + 3 * spread,
         "async_scheduling": _async_scheduling(row),
         "cuda_graph_padding": cuda_graph_padding,
+        "sglang": SglangOptions(scheduler_recv_interval=sglang_recv_interval(row, checkpoint)),
     }
     shapes = {"prefill": row.prefill, "decode": row.decode} if row.mode == "disagg" else {"agg": None}
     roles = {}

@@ -52,6 +52,9 @@ class SglangOptions(_Frozen):
     chunked_prefill_size: int = Field(default=8192, ge=1)
     clip_max_new_tokens: int = Field(default=4096, ge=1)
     schedule_conservativeness: float = Field(default=1.0, gt=0)
+    # --scheduler-recv-interval: a scheduler that is decoding takes new requests in only every
+    # this many decode passes (after an extend pass or when idle, at once); 1 is SGLang's default.
+    scheduler_recv_interval: int = Field(default=1, ge=1)
 
 
 class EngineSpec(_Frozen):

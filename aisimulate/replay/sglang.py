@@ -10,11 +10,16 @@ Each pass is either an *extend* pass or a *decode* pass, never mixed:
 * decode: every running request emits one token; when the KV cannot hold one more token each,
   the request with the fewest output tokens is retracted (recomputed later) and
   ``new_token_ratio`` resets. After every pass the ratio decays linearly towards its floor.
+
+New requests reach the scheduler when it polls for them: after an extend pass or when idle at
+once, but while it decodes only every ``scheduler_recv_interval`` decode passes (SGLang's
+``SchedulerRecvSkipper``; 1 by default, a tuning that serving recipes raise to 10-30). An
+arrival then waits for the next poll, and the arrivals of one interval prefill together.
 """
 
 from __future__ import annotations
 
-from itertools import islice
+from itertools import islice, takewhile
 from typing import TYPE_CHECKING, Any
 
 from aisimulate.replay.engine import Rank, chunk_totals
@@ -37,6 +42,12 @@ class SglangRank(Rank):
         self.ratio_decay = (self.ratio_init - self.ratio_min) / 600
         self.new_token_ratio = self.ratio_init
         self._extending = False
+        # Polling for new requests: decode passes since the last poll, the start of the latest
+        # poll (requests enqueued later are not seen yet) and the end of the latest decode pass.
+        self._recv_interval = opts.scheduler_recv_interval
+        self._since_recv = 0
+        self._received_ms = 0.0
+        self._decode_end_ms = -1.0
 
     @staticmethod
     def decodes_exactly(spec: EngineSpec, *, exact: bool) -> bool:
@@ -61,8 +72,19 @@ class SglangRank(Rank):
         return True
 
     # ---- the pass ------------------------------------------------------------------------
+    def _receive(self, now_ms: float) -> None:
+        """The poll at the start of a pass: a pass right after a decode pass counts one more;
+        anything else (an extend pass, idle time, nothing left to decode) polls at once."""
+        if self._recv_interval > 1 and self._decode_end_ms == now_ms and self.decoders:
+            self._since_recv += 1
+            if self._since_recv < self._recv_interval:
+                return
+        self._since_recv = 0
+        self._received_ms = now_ms
+
     def begin_pass(self, now_ms: float) -> float:
         self._now = now_ms
+        self._receive(now_ms)
         self._completing.clear()
         self.preempted_in_pass = False
         self._promote_materialized(self.pass_idx)
@@ -96,11 +118,13 @@ class SglangRank(Rank):
         """The first ``limit`` waiting requests in scheduling order: an extend batch looks at
         no more (each one it looks at joins it, or ends it), and a prefill-bound queue holds
         thousands."""
+        received = self._received_ms
+        polled = takewhile(lambda r: r.enqueued_ms <= received, self.waiting)  # FIFO by enqueue
         if self.spec.sglang.schedule_policy == "lpm" and len(self.waiting) <= LPM_MAX_WAITING:
-            waiting = list(self.waiting)
+            waiting = list(polled)
             waiting.sort(key=lambda r: -self._prefix_hit(r)[0])  # stable: FIFO among equals
             return waiting[:limit]
-        return list(islice(self.waiting, limit))
+        return list(islice(polled, limit))
 
     def _extend_batch(self) -> list[tuple[int, int, Request]]:
         opts, bs, pool = self.spec.sglang, self.block_size, self.pool
@@ -171,10 +195,18 @@ class SglangRank(Rank):
             done = self._retire(finished, end_ms)
         else:
             done = super().end_pass(end_ms)
+            self._decode_end_ms = end_ms
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay)
         return done
 
     def commit_stretch(self, ends: array[float], start_ms: float) -> list[Request]:
+        # A stretch starts with an empty queue and ends where an arrival cut it, so its polls
+        # find nothing; only their count carries over.
+        polls = len(ends) if self._decode_end_ms == start_ms else len(ends) - 1
+        if self._decode_end_ms != start_ms:
+            self._since_recv = 0
+        self._since_recv = (self._since_recv + polls) % self._recv_interval
+        self._decode_end_ms = ends[-1]
         done = super().commit_stretch(ends, start_ms)
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay * len(ends))
         return done

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from aisimulate.fidelity import ReplayCase, build_case, read_measured
-from aisimulate.fidelity.client import FIXED_LENGTHS, INFERENCEX, client_of
+from aisimulate.fidelity.client import FIXED_LENGTHS, INFERENCEX, client_of, sglang_recv_interval
 
 SILICON = Path(__file__).parent / "data" / "silicon_small.csv"
 
@@ -53,3 +53,20 @@ def test_a_fixed_length_client_keeps_the_fitted_spread_and_the_request_floor(sil
     assert w.isl == 1024 and w.osl.dist == "normal" and w.osl.mean == 128
     assert w.num_requests == 100
     assert FIXED_LENGTHS.length(1000) == 1000 and INFERENCEX.length(1) == 1
+
+
+def test_inferencex_sglang_aggregated_rows_poll_for_requests_as_their_recipes_launch_them(silicon):
+    row = silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"]
+    fp4 = "nvidia/DeepSeek-V3-0324-FP4"
+    assert sglang_recv_interval(row, fp4) == 30  # 16 users and more
+    assert sglang_recv_interval(replace(row, concurrency=8), fp4) == 10
+    case = build_case(replace(row, concurrency=8))
+    assert isinstance(case, ReplayCase) and case.model == fp4
+    assert case.plan.agg.sglang.scheduler_recv_interval == 10
+    # A recipe that sets none (GLM-5), disaggregated runs (other recipes), other backends and
+    # other clients keep SGLang's default.
+    assert sglang_recv_interval(row, "zai-org/GLM-5-FP8") == 1
+    assert sglang_recv_interval(silicon["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"], fp4) == 1
+    vllm = silicon["minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734"]
+    assert sglang_recv_interval(vllm, "MiniMaxAI/MiniMax-M2.5") == 1
+    assert sglang_recv_interval(replace(row, source="Qwen_Qwen3-32B.csv"), fp4) == 1

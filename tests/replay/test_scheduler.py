@@ -144,3 +144,31 @@ def test_max_num_seqs_caps_the_running_batch():
     records = sorted(by_id(rep).values(), key=lambda r: r["first_admit_ms"])
     # Requests enter in pairs: the third waits until one of the first two finishes.
     assert records[2]["first_admit_ms"] >= min(r["last_token_ms"] for r in records[:2])
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_sglang_takes_new_requests_in_every_recv_interval_decode_passes(exact):
+    # Request 0 prefills at t=0 and decodes; request 1 arrives during its second decode pass.
+    # Polling every pass, request 1 starts at the third pass; polling every 10 decode passes
+    # (the first poll right after the extend pass), at the eleventh.
+    capacity = 16384 * 64
+    extend_ms = prefill_ms(1, 1024, 0) + decode_ms(1024, capacity)
+    starts = [extend_ms]
+    for i in range(1, 12):
+        starts.append(starts[-1] + decode_ms(1024 + i, capacity))
+    arrival = (starts[1] + starts[2]) / 2
+    workload = SyntheticWorkload(isl=1024, osl=40, num_requests=2, arrival_interval_ms=arrival)
+    every_pass = by_id(run(workload, backend="sglang", exact=exact))
+    assert every_pass[1]["first_admit_ms"] == pytest.approx(starts[2])
+    polled = run(workload, backend="sglang", exact=exact, sglang={"scheduler_recv_interval": 10})
+    assert by_id(polled)[1]["first_admit_ms"] == pytest.approx(starts[10])
+    assert polled.summary["completed_requests"] == 2
+
+
+def test_sglang_prefills_the_arrivals_of_one_recv_interval_together():
+    # A 64-token extend pass takes about 23 ms and a decode pass 6 ms: requests 1-3 arrive
+    # (40 ms apart) while request 0 decodes, within one interval of 30 decode passes.
+    workload = SyntheticWorkload(isl=64, osl=200, num_requests=4, arrival_interval_ms=40)
+    records = by_id(run(workload, backend="sglang", sglang={"scheduler_recv_interval": 30}))
+    assert records[1]["first_admit_ms"] == records[2]["first_admit_ms"] == records[3]["first_admit_ms"]
+    assert records[1]["first_admit_ms"] > records[3]["arrival_time_ms"]
