@@ -23,12 +23,13 @@ from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
 from aisimulate.perf.calibration import Calibration, calibration_for, moe_curve_key
 from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
+from aisimulate.perf.gemm_tables import USE_BY_DEFAULT, gemm_tables_for
 from aisimulate.perf.kernels import (
     Collective,
     GenerationAttention,
     LinearAttention,
     LinearAttentionFit,
-    MoeCurve,
+    MeasuredCurve,
     Roofline,
     SparseAttentionFit,
     all_reduce,
@@ -77,6 +78,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         calibration: Calibration | None = None,
         async_scheduling: bool = False,
         cuda_graph_sizes: tuple[int, ...] = (),
+        gemm_tables: bool | None = None,
     ) -> None:
         check_backend(backend)
         check_shape(model, shape)
@@ -85,6 +87,8 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self.nextn = nextn
         self.calibration = cal = calibration or calibration_for(system, backend)
         self._dp = shape.attention_dp
+        # Measured GEMM tables for the linear layers (None: the module's default).
+        self.gemm_tables = USE_BY_DEFAULT if gemm_tables is None else gemm_tables
         self._linear, self._lm_head = self._build_gemms(cal)
         self._context, self._generation = self._build_attention(cal)
         self._linear_attention = self._build_linear_attention()
@@ -123,7 +127,10 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             num_kernels=kernels,
         )
 
-    def _build_gemms(self, cal: Calibration) -> tuple[Roofline, Roofline]:
+    def _build_gemms(self, cal: Calibration) -> tuple[Any, Any]:
+        """The linear layers of a pass (attention projections, dense MLP, shared experts) and the
+        lm-head: fitted rooflines, or measured GEMM tables interpolated at the model's own weight
+        shapes where the system, backend and weight format have them (``gemm_tables``)."""
         m, tp = self.model, self.shape.tp
         h = m.hidden_size
         dtype = m.linear_dtype(expert=False)
@@ -133,19 +140,79 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         attn_kernels = 5 if m.is_mla else 2
         attn_dtype = m.linear_dtype(expert=False, attention=True)
         per_layer_attn = self._gemm(cal, attn_dtype, attn_params, attn_act, attn_kernels)
-        linear = per_layer_attn.scaled(m.num_layers)
+        # (roofline, weight format, one layer's (n, k) GEMMs, layers) of each group.
+        parts: list[tuple[Roofline, str, list[tuple[float, float]], float]] = [
+            (per_layer_attn, attn_dtype, self._attention_gemm_shapes(attn_params), m.num_layers)
+        ]
         dense_layers = m.num_dense_layers if m.is_moe else m.num_layers
         if dense_layers:
             inter = m.intermediate_size / tp
-            linear = linear + self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2).scaled(dense_layers)
+            mlp = self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2)
+            parts.append((mlp, dtype, [(2 * inter, h), (h, inter)], dense_layers))
         if m.num_moe_layers and m.num_shared_experts:
             inter = m.shared_expert_width / tp
-            linear = linear + self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2).scaled(
-                m.num_moe_layers
-            )
+            shared = self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2)
+            parts.append((shared, dtype, [(2 * inter, h), (h, inter)], m.num_moe_layers))
+        linear = parts[0][0].scaled(parts[0][3])
+        for roofline, _, _, layers in parts[1:]:
+            linear = linear + roofline.scaled(layers)
         vocab = m.vocab_size / tp
         lm_head = self._gemm(cal, m.base_dtype, vocab * h, h + vocab, 1)
-        return linear, lm_head
+        if not self.gemm_tables:
+            return linear, lm_head
+        return (
+            self._tabled(parts, linear),
+            self._tabled([(lm_head, m.base_dtype, [(vocab, h)], 1.0)], lm_head),
+        )
+
+    def _attention_gemm_shapes(self, params: float) -> list[tuple[float, float]]:
+        """One layer's attention projections as (n, k) GEMMs on one GPU; empty where they do not
+        add up to the layer's attention weights (linear-attention mixers: the fit prices them)."""
+        m, tp = self.model, self.shape.tp
+        h, heads_r = m.hidden_size, m.num_heads / tp
+        if m.is_hybrid_linear:
+            return []
+        shapes: list[tuple[float, float]]
+        if m.is_mla:
+            q: list[tuple[float, float]] = (
+                [(m.q_lora_rank, h), (heads_r * m.qk_head_dim, m.q_lora_rank)] if m.q_lora_rank else []
+            )
+            shapes = q or [(heads_r * m.qk_head_dim, h)]
+            shapes += [
+                (m.kv_lora_rank + m.qk_rope_head_dim, h),
+                (heads_r * (m.qk_nope_head_dim + m.v_dim), m.kv_lora_rank),
+                (h, heads_r * m.v_dim),
+            ]
+        else:
+            qkv = (heads_r + 2 * kv_heads_per_rank(m, tp)) * m.head_dim
+            shapes = [(qkv, h), (h, heads_r * m.head_dim)]
+        total = sum(n * k for n, k in shapes)
+        return shapes if abs(total - params) <= 0.02 * params else []
+
+    def _tabled(
+        self, parts: list[tuple[Roofline, str, list[tuple[float, float]], float]], fitted: Roofline
+    ) -> Any:
+        """The parts' summed latency at the tables' token counts, as a measured curve: each part
+        from its GEMMs' tables where all of them have one, else from its fitted roofline."""
+        tables = gemm_tables_for(self.system.name, self.backend, backend_profile(self.backend).kernel_backend)
+        if not tables:
+            return fitted
+        nodes = np.asarray(next(iter(tables.values())).m)
+        total = np.zeros_like(nodes)
+        for roofline, dtype, shapes, layers in parts:
+            table = tables.get(dtype) if self._native_math(dtype) else None
+            curves = [table.curve_ms(n, k) for n, k in shapes] if table is not None else []
+            if curves and all(c is not None for c in curves):
+                total = total + layers * sum(c for c in curves if c is not None)
+            else:
+                total = total + layers * roofline.time_ms(nodes)
+        return MeasuredCurve(tuple(nodes.tolist()), tuple(total.tolist()), 1.0)
+
+    def _native_math(self, storage_dtype: str) -> bool:
+        """Whether the chip runs the format's own math (a table measured it); weight-only kernels
+        (fp4 weights on Hopper) were not measured and keep the fit."""
+        math = math_dtype(storage_dtype, self.system.math_dtypes)
+        return storage_dtype == "bf16" or math != "bf16"
 
     def _build_attention(self, cal: Calibration) -> tuple[Any, Any]:
         m, shape = self.model, self.shape
@@ -226,7 +293,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         )
         if key in cal.moe_curves:
             tokens, per_layer_ms = cal.moe_curves[key]
-            return MoeCurve(tokens, per_layer_ms, m.num_moe_layers)
+            return MeasuredCurve(tokens, per_layer_ms, m.num_moe_layers)
         return moe_block(
             num_layers=m.num_moe_layers,
             hidden_size=m.hidden_size,
@@ -473,5 +540,6 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             "calibration": self.calibration.source,
             "async_scheduling": self.async_scheduling,
             "cuda_graph_max_batch_size": self.cuda_graph_sizes[-1] if self.cuda_graph_sizes else 0,
+            "gemm_tables": self.gemm_tables,
             "layers_per_stage": math.ceil(self.model.num_layers / self.shape.pp),
         }

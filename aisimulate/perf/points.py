@@ -39,6 +39,8 @@ MOE_ROUTING = "power_law_1.2"
 
 _DTYPES = {
     "bfloat16": "bf16",
+    "bf16": "bf16",
+    "mxfp4": "mxfp4",
     "half": "bf16",
     "fp8": "fp8",
     "fp8_block": "fp8_block",
@@ -102,6 +104,52 @@ def load_points(data_dir: str | Path) -> list[Point]:
                 points.append(
                     Point("alltoall", row["system"], backend, "bf16", float(row["latency_ms"]), row)
                 )
+    return points
+
+
+# The systems whose whole kernel database is sampled in ``benchmarks/data/kernel_db``.
+DATABASE_SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
+_HELD_OUT_FILES = {
+    "gemm": "gemm_points.csv",
+    "context_attention": "context_attention_points.csv",
+    "generation_attention": "generation_attention_points.csv",
+    "moe": "moe_points.csv",
+    "allreduce": "allreduce_points.csv",
+}
+# Columns that name one measured configuration of each family (besides system and backend).
+_GEOMETRY = {
+    "gemm": ("m", "n", "k"),
+    "context_attention": ("batch", "isl", "num_heads", "num_kv_heads", "head_dim"),
+    "generation_attention": ("batch", "kv_len", "num_heads", "num_kv_heads", "head_dim"),
+    "moe": ("num_tokens", "hidden", "inter", "topk", "num_experts", "moe_tp", "moe_ep"),
+    "allreduce": ("num_gpus", "message_elements"),
+    "alltoall": ("num_gpus", "message_elements"),
+}
+
+
+def point_key(point: Point) -> tuple[str, ...]:
+    """What makes two points the same measurement (to keep fitted points out of a held-out set)."""
+    geometry = tuple(str(_i(point.row, c)) for c in _GEOMETRY[point.family])
+    return (*point.group, *geometry)
+
+
+def load_database_points(data_dir: str | Path, systems: tuple[str, ...] = DATABASE_SYSTEMS) -> list[Point]:
+    """The sample of every system's whole kernel database (``benchmarks/extract_kernel_points.py``
+    layout): attention over a bf16 KV cache, MoE under power-law routing, each backend's custom
+    all-reduce, NCCL's all-to-all (every backend runs it)."""
+    data_dir = Path(data_dir)
+    points: list[Point] = []
+    for family, name in _HELD_OUT_FILES.items():
+        for row in _rows(data_dir / name):
+            if row["system"] not in systems or row.get("kv_dtype", "bf16") != "bf16":
+                continue
+            dtype = _DTYPES[row.get("dtype") or row.get("moe_dtype") or "bfloat16"]
+            points.append(Point(family, row["system"], row["backend"], dtype, float(row["latency_ms"]), row))
+    for row in _rows(data_dir / "nccl_points.csv"):
+        if row["system"] in systems and row["op"] == "alltoall":
+            for backend in ("vllm", "trtllm", "sglang"):
+                measured_ms = float(row["latency_ms"])
+                points.append(Point("alltoall", row["system"], backend, "bf16", measured_ms, row))
     return points
 
 

@@ -1,0 +1,113 @@
+"""Measured GEMM tables: interpolation between nodes, and the analytic model's use of them."""
+
+import math
+
+import numpy as np
+import pytest
+
+from aisimulate.catalog import get_model, get_system
+from aisimulate.perf.analytic import AnalyticPerfModel
+from aisimulate.perf.gemm_tables import GemmTable, gemm_tables_for, table_from
+from aisimulate.perf.memory import attention_params_per_rank
+from aisimulate.perf.points import DATABASE_SYSTEMS
+from aisimulate.perf.shape import ParallelShape
+
+M = (1.0, 2.0, 4.0)
+NK = (256.0, 1024.0, 4096.0)
+
+
+def _table(missing: bool = False) -> GemmTable:
+    # latency = 1e-6 * m^0.5 * n * k: log-linear in log n and log k, as the interpolation assumes.
+    values = np.array([[[1e-6 * m**0.5 * n * k for k in NK] for n in NK] for m in M])
+    if missing:
+        values[:, 2, 2] = np.nan
+    return GemmTable(M, NK, values)
+
+
+def test_nodes_are_exact_and_between_them_log_bilinear():
+    table = _table()
+    assert table.curve_ms(1024, 4096) == pytest.approx([1e-6 * m**0.5 * 1024 * 4096 for m in M])
+    # n halfway between 256 and 1024 in log: 512, and the product form is reproduced exactly.
+    assert table.curve_ms(512, 2048) == pytest.approx([1e-6 * m**0.5 * 512 * 2048 for m in M])
+
+
+def test_beyond_the_widest_node_latency_scales_with_the_dimension_below_the_narrowest_it_holds():
+    table = _table()
+    assert table.curve_ms(16384, 256) == pytest.approx(4 * table.curve_ms(4096, 256))
+    assert table.curve_ms(64, 256) == pytest.approx(table.curve_ms(256, 256))
+
+
+def test_a_shape_next_to_an_unmeasured_node_has_no_table_latency():
+    table = _table(missing=True)
+    assert table.curve_ms(2048, 2048) is None
+    assert table.curve_ms(512, 512) is not None
+
+
+def test_table_from_reads_nulls_as_unmeasured():
+    flat = [None] + [1.0] * (len(M) * len(NK) ** 2 - 1)
+    table = table_from({"m": M, "nk": NK}, flat)
+    assert math.isnan(table.latency_ms[0, 0, 0]) and table.latency_ms[2, 2, 2] == 1.0
+
+
+def test_every_database_system_has_bf16_and_fp8_tables_for_every_backend():
+    for system in DATABASE_SYSTEMS:
+        for backend in ("vllm", "trtllm", "sglang"):
+            assert {"bf16", "fp8", "fp8_block"} <= set(gemm_tables_for(system, backend, backend))
+
+
+@pytest.mark.parametrize("name", ["meta-llama/Llama-3.1-8B", "deepseek-ai/DeepSeek-V3"])
+def test_attention_projections_add_up_to_the_layers_weights(name):
+    model = get_model(name)
+    perf = AnalyticPerfModel(model, get_system("h100_sxm"), ParallelShape(tp=8), gemm_tables=True)
+    params = attention_params_per_rank(model, 8)
+    shapes = perf._attention_gemm_shapes(params)
+    assert len(shapes) == (5 if model.is_mla else 2)
+    assert sum(n * k for n, k in shapes) == pytest.approx(params, rel=0.02)
+
+
+def test_tables_are_off_by_default_and_the_fit_prices_as_before():
+    model, system = get_model("meta-llama/Llama-3.1-8B"), get_system("h100_sxm")
+    default = AnalyticPerfModel(model, system, ParallelShape(tp=1))
+    off = AnalyticPerfModel(model, system, ParallelShape(tp=1), gemm_tables=False)
+    args = (0, 0, 0.0, 0, 16, 16 * 2000, 1.0)
+    assert default.time_ms(*args) == off.time_ms(*args)
+    assert default.describe()["gemm_tables"] is False
+
+
+def test_with_tables_a_dense_models_linear_layers_are_the_sum_of_its_shapes_tables():
+    model, system = get_model("meta-llama/Llama-3.1-8B"), get_system("h100_sxm")
+    perf = AnalyticPerfModel(model, system, ParallelShape(tp=2), backend="trtllm", gemm_tables=True)
+    bf16 = gemm_tables_for("h100_sxm", "trtllm", "trtllm")["bf16"]
+    h, tp = model.hidden_size, 2
+    qkv = (model.num_heads + 2 * model.num_kv_heads) * model.head_dim / tp
+    inter = model.intermediate_size / tp
+    shapes = [(qkv, h), (h, model.num_heads * model.head_dim / tp), (2 * inter, h), (h, inter)]
+    per_layer = sum(bf16.curve_ms(n, k) for n, k in shapes)
+    i = bf16.m.index(64.0)
+    assert perf._linear.scalar()(64.0) == pytest.approx(model.num_layers * per_layer[i])
+    # Between nodes: linear in tokens.
+    j = bf16.m.index(128.0)
+    middle = model.num_layers * (per_layer[i] + per_layer[j]) / 2
+    assert perf._linear.scalar()(96.0) == pytest.approx(middle)
+    lm_head = bf16.curve_ms(model.vocab_size / tp, h)
+    assert perf._lm_head.scalar()(1.0) == pytest.approx(lm_head[0])
+
+
+def test_weight_only_formats_and_unmeasured_systems_keep_the_fit():
+    model = get_model("meta-llama/Llama-3.1-8B")
+    for system in ("h100_sxm", "a100_sxm"):
+        on = AnalyticPerfModel(model, get_system(system), ParallelShape(tp=1), gemm_tables=True)
+        if system == "a100_sxm":  # no table: the fitted roofline itself
+            off = AnalyticPerfModel(model, get_system(system), ParallelShape(tp=1), gemm_tables=False)
+            assert on.time_ms(0, 0, 0.0, 0, 8, 8000, 1.0) == off.time_ms(0, 0, 0.0, 0, 8, 8000, 1.0)
+        else:
+            assert on.time_ms(0, 0, 0.0, 0, 8, 8000, 1.0) > 0
+
+
+def test_unmeasured_largest_token_counts_continue_the_last_segment():
+    table = _table()
+    table.latency_ms[2, 2, 2] = np.nan  # m = 4 only
+    curve = table.curve_ms(4096, 4096)
+    full = _table().curve_ms(4096, 4096)
+    assert curve[:2] == pytest.approx(full[:2])
+    assert curve[2] == pytest.approx(full[1] + 2 * (full[1] - full[0]))
