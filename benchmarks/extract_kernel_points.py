@@ -37,6 +37,7 @@ import csv
 import importlib.util
 import json
 import random
+import statistics
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -47,6 +48,7 @@ from aisimulate.catalog import get_model, list_models, list_systems
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "kernel_db"
 DEFAULT_TABLES = HERE.parent / "aisimulate" / "perf" / "data" / "gemm_tables.json"
+DEFAULT_CURVES = HERE / "data" / "calibration" / "moe_curve_points.csv"
 # The systems the serving runs span (AIConfigurator 0.12 measured each).
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
 BACKENDS = ("vllm", "trtllm", "sglang")
@@ -328,6 +330,72 @@ def moe_points(db: Path, system: str, backend: str, models: dict) -> list[Row]:
     return out
 
 
+# The measured MoE curves the analytic model interpolates (``moe_curve_points.csv`` of the
+# calibration data): every catalog model's expert shape, dense in tokens where decode batches fall
+# and where the kernels step (tile sizes), sparser beyond. DeepSeek-V3/R1's experts (served at many
+# mixed TP x EP splits) keep every split on up to 64 GPUs and three backends; the other shapes the
+# pure splits (TP or EP alone) on up to 16 GPUs, vLLM's and TRT-LLM's (SGLang reads vLLM's, as
+# its kernel fits do), at powers of two: the data file stays small.
+EVERY_SPLIT_SHAPES = frozenset({("fp8_block", 7168, 2048, 8, 256), ("nvfp4", 7168, 2048, 8, 256)})
+CURVE_POINT_TOKENS = frozenset({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384})
+EVERY_SPLIT_TOKENS = CURVE_POINT_TOKENS | {48, 96, 192, 384}
+CURVE_MAX_GPUS = {True: 64, False: 16}
+# The newest database version with the MoE tables, per backend.
+CURVE_VERSIONS = {"trtllm": "1.3.0rc20", "vllm": "0.24.0", "sglang": "0.5.14"}
+CURVE_COLUMNS = (
+    "num_tokens",
+    "hidden_size",
+    "inter_size",
+    "topk",
+    "num_experts",
+    "moe_tp_size",
+    "moe_ep_size",
+)
+
+
+def moe_curve_points(db: Path, system: str, backend: str, models: dict) -> list[Row]:
+    """Per catalog expert shape and format, the backend's reference version (``CURVE_VERSIONS``),
+    else the version that measured the shape most (newer on a tie);
+    per split and token count the fastest kernel (TRT-LLM's NVFP4 min-latency MoE is 2-3x its
+    CUTLASS one at decode sizes), the median of repeated measurements."""
+    where = {"distribution": frozenset({MOE_ROUTING}), "moe_dtype": frozenset(MOE_DTYPES)}
+    by_shape: dict[tuple, dict[str, list[Row]]] = {}
+    for version, rows in tables(db, system, "moe", backend, "moe_perf", where):
+        for r in rows:
+            dtype = MOE_DTYPES.get(r["moe_dtype"])
+            shape = (dtype, *(int(r[c]) for c in CURVE_COLUMNS[1:5]))
+            every = shape in EVERY_SPLIT_SHAPES
+            if not every and backend == "sglang":
+                continue
+            tokens, tp, ep = int(r["num_tokens"]), int(r["moe_tp_size"]), int(r["moe_ep_size"])
+            on_grid = tokens in (EVERY_SPLIT_TOKENS if every else CURVE_POINT_TOKENS)
+            small = tp * ep <= CURVE_MAX_GPUS[every] and (every or min(tp, ep) == 1)
+            gated = "nongated" not in str(r["kernel_source"])
+            if shape in models and on_grid and small and gated and r["distribution"] == MOE_ROUTING:
+                by_shape.setdefault(shape, {}).setdefault(version, []).append(r)
+    out = []
+    for shape, versions in sorted(by_shape.items()):
+        preferred = CURVE_VERSIONS[backend]
+        most = max(versions, key=lambda v: (len(versions[v]), _version_key(v)))
+        version = preferred if preferred in versions else most
+        runs: dict[tuple, dict[str, list[float]]] = {}
+        for r in versions[version]:
+            key = tuple(int(r[c]) for c in CURVE_COLUMNS)
+            runs.setdefault(key, {}).setdefault(str(r["kernel_source"]), []).append(float(r["latency"]))
+        for key, by_kernel in sorted(runs.items()):
+            kernel, latency = min(
+                ((k, statistics.median(v)) for k, v in by_kernel.items()), key=lambda kv: kv[1]
+            )
+            tokens, hidden, inter, topk, experts, moe_tp, moe_ep = key
+            out.append(
+                {"system": system, "backend": backend, "kernel_source": kernel, "moe_dtype": shape[0]}
+                | {"num_tokens": tokens, "hidden": hidden, "inter": inter, "topk": topk}
+                | {"num_experts": experts, "moe_tp": moe_tp, "moe_ep": moe_ep}
+                | {"distribution": MOE_ROUTING, "latency_ms": round(latency, 6)}
+            )
+    return out
+
+
 def allreduce_points(db: Path, system: str, backend: str) -> list[Row]:
     def keep(row: Row) -> str | None:
         graph = "eager" not in str(row["kernel_source"]).lower()
@@ -362,11 +430,13 @@ def nccl_points(db: Path, system: str) -> list[Row]:
 
 def extract(
     db: Path, systems: Iterable[str] | None = None
-) -> tuple[dict[str, list[Row]], dict[str, dict[str, list[float | None]]]]:
-    """The rows of every points file, by file stem, and the GEMM tables by ``system/backend``."""
+) -> tuple[dict[str, list[Row]], dict[str, dict[str, list[float | None]]], list[Row]]:
+    """The rows of every points file, by file stem; the GEMM tables by ``system/backend``; the
+    MoE curve points."""
     systems = [s for s in (systems or list_systems()) if (db / s).is_dir()]
     models = catalog_moe_shapes()
     files: dict[str, list[Row]] = {}
+    curves: list[Row] = []
     gemm_tables: dict[str, dict[str, list[float | None]]] = {}
     for system in systems:
         gemms = {backend: gemm_rows(db, system, backend) for backend in BACKENDS}
@@ -386,9 +456,10 @@ def extract(
             }
             for stem, rows in parts.items():
                 files.setdefault(stem, []).extend(rows)
+            curves.extend(moe_curve_points(db, system, backend, models))
             print(f"{system:10s} {backend:6s} " + " ".join(f"{k[:-7]}={len(v)}" for k, v in parts.items()))
         files.setdefault("nccl_points", []).extend(nccl_points(db, system))
-    return files, gemm_tables
+    return files, gemm_tables, curves
 
 
 def _format(value: Any) -> Any:
@@ -437,10 +508,15 @@ def main() -> None:
     parser.add_argument("--db", type=Path, default=None, help="AIConfigurator's systems/data directory")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--tables-out", type=Path, default=DEFAULT_TABLES)
+    parser.add_argument("--curves-out", type=Path, default=DEFAULT_CURVES)
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated system names")
     args = parser.parse_args()
-    files, gemm_tables = extract(args.db or default_db(), args.systems.split(","))
+    files, gemm_tables, curves = extract(args.db or default_db(), args.systems.split(","))
     write(files, args.out)
+    with args.curves_out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(curves[0]))
+        writer.writeheader()
+        writer.writerows(curves)
     write_gemm_tables(gemm_tables, args.tables_out)
     print(", ".join(f"{stem}: {len(rows)}" for stem, rows in files.items()))
 

@@ -21,9 +21,14 @@ from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
-from aisimulate.perf.calibration import Calibration, calibration_for, moe_curve_key
+from aisimulate.perf.calibration import (
+    KERNEL_TABLES_BY_DEFAULT,
+    Calibration,
+    calibration_for,
+    moe_curve_key,
+)
 from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
-from aisimulate.perf.gemm_tables import USE_BY_DEFAULT, gemm_tables_for
+from aisimulate.perf.gemm_tables import gemm_tables_for
 from aisimulate.perf.kernels import (
     Collective,
     GenerationAttention,
@@ -78,7 +83,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         calibration: Calibration | None = None,
         async_scheduling: bool = False,
         cuda_graph_sizes: tuple[int, ...] = (),
-        gemm_tables: bool | None = None,
+        kernel_tables: bool | None = None,
     ) -> None:
         check_backend(backend)
         check_shape(model, shape)
@@ -87,8 +92,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self.nextn = nextn
         self.calibration = cal = calibration or calibration_for(system, backend)
         self._dp = shape.attention_dp
-        # Measured GEMM tables for the linear layers (None: the module's default).
-        self.gemm_tables = USE_BY_DEFAULT if gemm_tables is None else gemm_tables
+        # Measured kernel tables: GEMM tables for the linear layers, the catalog's MoE curves for
+        # the experts (None: ``KERNEL_TABLES_BY_DEFAULT``).
+        self.kernel_tables = KERNEL_TABLES_BY_DEFAULT if kernel_tables is None else kernel_tables
         self._linear, self._lm_head = self._build_gemms(cal)
         self._context, self._generation = self._build_attention(cal)
         self._linear_attention = self._build_linear_attention()
@@ -130,7 +136,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
     def _build_gemms(self, cal: Calibration) -> tuple[Any, Any]:
         """The linear layers of a pass (attention projections, dense MLP, shared experts) and the
         lm-head: fitted rooflines, or measured GEMM tables interpolated at the model's own weight
-        shapes where the system, backend and weight format have them (``gemm_tables``)."""
+        shapes where the system, backend and weight format have them (``kernel_tables``)."""
         m, tp = self.model, self.shape.tp
         h = m.hidden_size
         dtype = m.linear_dtype(expert=False)
@@ -158,7 +164,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             linear = linear + roofline.scaled(layers)
         vocab = m.vocab_size / tp
         lm_head = self._gemm(cal, m.base_dtype, vocab * h, h + vocab, 1)
-        if not self.gemm_tables:
+        if not self.kernel_tables:
             return linear, lm_head
         return (
             self._tabled(parts, linear),
@@ -291,8 +297,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         key = moe_curve_key(
             dtype, m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts, moe_tp, moe_ep
         )
-        if key in cal.moe_curves:
-            tokens, per_layer_ms = cal.moe_curves[key]
+        curves = {**cal.moe_curves, **cal.catalog_moe_curves} if self.kernel_tables else cal.moe_curves
+        if key in curves:
+            tokens, per_layer_ms = curves[key]
             return MeasuredCurve(tokens, per_layer_ms, m.num_moe_layers)
         return moe_block(
             num_layers=m.num_moe_layers,
@@ -540,6 +547,6 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             "calibration": self.calibration.source,
             "async_scheduling": self.async_scheduling,
             "cuda_graph_max_batch_size": self.cuda_graph_sizes[-1] if self.cuda_graph_sizes else 0,
-            "gemm_tables": self.gemm_tables,
+            "kernel_tables": self.kernel_tables,
             "layers_per_stage": math.ceil(self.model.num_layers / self.shape.pp),
         }

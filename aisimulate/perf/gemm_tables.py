@@ -28,9 +28,6 @@ import numpy as np
 
 DATA_FILE = "gemm_tables.json"
 
-# Off by default: see docs/perf.md ("GEMM tables") for the serving runs that decide it.
-USE_BY_DEFAULT = False
-
 
 @dataclass(frozen=True, slots=True)
 class GemmTable:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from aisimulate.perf.gemm_tables import table_from
-from aisimulate.perf.points import load_database_points
+from aisimulate.perf.points import calibrated_fit, load_database_points, predict
 
 ROOT = Path(__file__).resolve().parents[2]
 DB = Path(__file__).resolve().parent / "data" / "aic_db"
@@ -34,7 +34,7 @@ def extracted(script):
 
 
 def test_gemm_points_are_the_shapes_off_the_tables_nodes(extracted):
-    files, _ = extracted
+    files = extracted[0]
     gemm = files["gemm_points"]
     # Every fp8 shape is a table node; of bf16's, only m = 3 is off the grid.
     assert [(r["dtype"], r["m"], r["latency_ms"]) for r in gemm] == [("bf16", 3, 0.0211)]
@@ -42,7 +42,7 @@ def test_gemm_points_are_the_shapes_off_the_tables_nodes(extracted):
 
 
 def test_gemm_tables_keep_the_fastest_kernel_per_node_of_the_most_measured_version(script, extracted):
-    _, tables = extracted
+    tables = extracted[1]
     assert set(tables["h100_sxm/vllm"]) == {"bf16", "fp8"}  # int8_wo has no catalog format
     grid = {"m": script.TABLE_M, "nk": script.TABLE_NK}
     i_n = script.TABLE_NK.index(4096)
@@ -67,7 +67,7 @@ def test_written_tables_carry_attribution_and_grid(script, extracted, tmp_path):
 
 
 def test_attention_keeps_full_bf16_attention_with_either_kv_format(extracted):
-    files, _ = extracted
+    files = extracted[0]
     context = files["context_attention_points"]
     assert sorted((r["kv_dtype"], r["latency_ms"]) for r in context) == [("bf16", 0.4012), ("fp8", 0.4101)]
     (decode,) = files["generation_attention_points"]
@@ -87,9 +87,12 @@ def test_written_points_load_as_held_out_points(script, extracted, tmp_path):
     script.write(extracted[0], tmp_path)
     points = load_database_points(tmp_path, ("h100_sxm",))
     assert {p.family for p in points} == {"gemm", "context_attention", "generation_attention", "moe"} | {
+        "generation_mla",
         "allreduce",
         "alltoall",
     }
+    (mla,) = [p for p in points if p.family == "generation_mla"]  # its bf16-KV row
+    assert mla.backend == "trtllm" and predict(mla, calibrated_fit(mla)) > 0
     # fp8-KV attention runs kernels of its own: not judged against the bf16 fits.
     assert [p.measured_ms for p in points if p.family == "context_attention"] == [0.4012]
     # NCCL's all-to-all is every backend's.
@@ -97,3 +100,23 @@ def test_written_points_load_as_held_out_points(script, extracted, tmp_path):
     with (tmp_path / "kernel_sources.csv").open() as fh:
         sources = {(r["file"], r["backend"], r["dtype"], r["kernel_source"]) for r in csv.DictReader(fh)}
     assert ("nccl_points", "nccl", "alltoall", "NCCL") in sources
+
+
+def test_moe_curves_keep_catalog_shapes_at_powers_of_two_skewed_and_gated(script):
+    rows = script.moe_curve_points(DB, "h100_sxm", "trtllm", script.catalog_moe_shapes())
+    # gpt-oss-120b's experts (tp 8): every power of two measured, the balanced runs left out.
+    assert [(r["num_tokens"], r["latency_ms"]) for r in rows if r["moe_dtype"] == "mxfp4"] == [
+        (1, 0.02004),
+        (2, 0.0201),
+        (4, 0.02016),
+        (16, 0.02063),
+        (64, 0.0225),
+        (256, 0.03),
+        (1024, 0.06),
+        (4096, 0.18),
+        (16384, 0.66),
+    ]
+    # fp8 (4096, 1536, top-8 of 128) is no catalog checkpoint's format here; non-gated kernels
+    # never count.
+    assert {r["moe_dtype"] for r in rows} == {"mxfp4"}
+    assert script.moe_curve_points(DB, "h100_sxm", "sglang", script.catalog_moe_shapes()) == []

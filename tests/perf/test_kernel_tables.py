@@ -1,4 +1,5 @@
-"""Measured GEMM tables: interpolation between nodes, and the analytic model's use of them."""
+"""Measured kernel tables: GEMM tables (interpolation between nodes, their use by the analytic
+model) and the catalog MoE shapes' curves, behind the `kernel_tables` switch."""
 
 import math
 
@@ -58,7 +59,7 @@ def test_every_database_system_has_bf16_and_fp8_tables_for_every_backend():
 @pytest.mark.parametrize("name", ["meta-llama/Llama-3.1-8B", "deepseek-ai/DeepSeek-V3"])
 def test_attention_projections_add_up_to_the_layers_weights(name):
     model = get_model(name)
-    perf = AnalyticPerfModel(model, get_system("h100_sxm"), ParallelShape(tp=8), gemm_tables=True)
+    perf = AnalyticPerfModel(model, get_system("h100_sxm"), ParallelShape(tp=8), kernel_tables=True)
     params = attention_params_per_rank(model, 8)
     shapes = perf._attention_gemm_shapes(params)
     assert len(shapes) == (5 if model.is_mla else 2)
@@ -68,15 +69,15 @@ def test_attention_projections_add_up_to_the_layers_weights(name):
 def test_tables_are_off_by_default_and_the_fit_prices_as_before():
     model, system = get_model("meta-llama/Llama-3.1-8B"), get_system("h100_sxm")
     default = AnalyticPerfModel(model, system, ParallelShape(tp=1))
-    off = AnalyticPerfModel(model, system, ParallelShape(tp=1), gemm_tables=False)
+    off = AnalyticPerfModel(model, system, ParallelShape(tp=1), kernel_tables=False)
     args = (0, 0, 0.0, 0, 16, 16 * 2000, 1.0)
     assert default.time_ms(*args) == off.time_ms(*args)
-    assert default.describe()["gemm_tables"] is False
+    assert default.describe()["kernel_tables"] is False
 
 
 def test_with_tables_a_dense_models_linear_layers_are_the_sum_of_its_shapes_tables():
     model, system = get_model("meta-llama/Llama-3.1-8B"), get_system("h100_sxm")
-    perf = AnalyticPerfModel(model, system, ParallelShape(tp=2), backend="trtllm", gemm_tables=True)
+    perf = AnalyticPerfModel(model, system, ParallelShape(tp=2), backend="trtllm", kernel_tables=True)
     bf16 = gemm_tables_for("h100_sxm", "trtllm", "trtllm")["bf16"]
     h, tp = model.hidden_size, 2
     qkv = (model.num_heads + 2 * model.num_kv_heads) * model.head_dim / tp
@@ -96,9 +97,9 @@ def test_with_tables_a_dense_models_linear_layers_are_the_sum_of_its_shapes_tabl
 def test_weight_only_formats_and_unmeasured_systems_keep_the_fit():
     model = get_model("meta-llama/Llama-3.1-8B")
     for system in ("h100_sxm", "a100_sxm"):
-        on = AnalyticPerfModel(model, get_system(system), ParallelShape(tp=1), gemm_tables=True)
+        on = AnalyticPerfModel(model, get_system(system), ParallelShape(tp=1), kernel_tables=True)
         if system == "a100_sxm":  # no table: the fitted roofline itself
-            off = AnalyticPerfModel(model, get_system(system), ParallelShape(tp=1), gemm_tables=False)
+            off = AnalyticPerfModel(model, get_system(system), ParallelShape(tp=1), kernel_tables=False)
             assert on.time_ms(0, 0, 0.0, 0, 8, 8000, 1.0) == off.time_ms(0, 0, 0.0, 0, 8, 8000, 1.0)
         else:
             assert on.time_ms(0, 0, 0.0, 0, 8, 8000, 1.0) > 0
@@ -111,3 +112,33 @@ def test_unmeasured_largest_token_counts_continue_the_last_segment():
     full = _table().curve_ms(4096, 4096)
     assert curve[:2] == pytest.approx(full[:2])
     assert curve[2] == pytest.approx(full[1] + 2 * (full[1] - full[0]))
+
+
+def test_catalog_moe_curves_price_the_experts_only_with_kernel_tables_on():
+    import csv
+    from pathlib import Path
+
+    from aisimulate.perf.model import BatchShape
+
+    data = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "calibration"
+    with (data / "moe_curve_points.csv").open() as fh:
+        (measured,) = [
+            float(r["latency_ms"])
+            for r in csv.DictReader(fh)
+            if (r["system"], r["backend"], r["moe_dtype"], r["hidden"], r["num_experts"])
+            == (
+                "b300_sxm",
+                "vllm",
+                "fp8_block",
+                "4096",
+                "128",
+            )
+            and (r["moe_tp"], r["moe_ep"], r["num_tokens"]) == ("1", "8", "16")
+        ]
+    model = get_model("Qwen/Qwen3-235B-A22B-FP8")
+    shape = ParallelShape(tp=8, moe_ep=8)
+    decode = BatchShape(decode_requests=16, decode_context_tokens=16 * 1024)
+    on = AnalyticPerfModel(model, get_system("b300_sxm"), shape, kernel_tables=True)
+    off = AnalyticPerfModel(model, get_system("b300_sxm"), shape)
+    assert on.explain(decode).moe_ms == pytest.approx(model.num_moe_layers * measured, rel=1e-9)
+    assert off.explain(decode).moe_ms != pytest.approx(on.explain(decode).moe_ms, rel=1e-3)
