@@ -142,3 +142,29 @@ def test_catalog_moe_curves_price_the_experts_only_with_kernel_tables_on():
     off = AnalyticPerfModel(model, get_system("b300_sxm"), shape)
     assert on.explain(decode).moe_ms == pytest.approx(model.num_moe_layers * measured, rel=1e-9)
     assert off.explain(decode).moe_ms != pytest.approx(on.explain(decode).moe_ms, rel=1e-3)
+
+
+def test_the_latency_cli_turns_kernel_tables_on_and_the_vectorised_prices_agree(capsys):
+    import json
+
+    from aisimulate.perf.cli import main
+    from aisimulate.perf.model import BatchArrays
+
+    argv = ["latency", "--model", "meta-llama/Llama-3.1-8B", "--system", "h100_sxm"]
+    argv += ["--decode-batch", "8", "--decode-context", "2000", "--no-async-scheduling", "--json"]
+
+    def total_ms(*extra):
+        assert main([*argv, *extra]) == 0
+        return json.loads(capsys.readouterr().out)["total_ms"]
+
+    perf = AnalyticPerfModel(
+        get_model("meta-llama/Llama-3.1-8B"), get_system("h100_sxm"), ParallelShape(tp=1), kernel_tables=True
+    )
+    tabled = perf.time_ms(0, 0, 0.0, 0, 8, 8 * 2000, 1.0)
+    assert total_ms("--kernel-tables") == pytest.approx(tabled)
+    assert total_ms() != pytest.approx(tabled, rel=1e-3)
+    # The vectorised path prices passes with the same curves as the scalar one.
+    d = np.array([1.0, 8.0, 100.0])
+    batches = BatchArrays(decode_requests=d, decode_context_tokens=d * 2000)
+    scalar = [perf.time_ms(0, 0, 0.0, 0, x, x * 2000, 1.0) for x in d]
+    np.testing.assert_allclose(perf.pass_times_ms(batches), scalar, rtol=1e-12)
