@@ -18,12 +18,13 @@ and rewrites the ``*_points.csv`` files of ``benchmarks/data/calibration/``:
 
     pip install -e ".[aic]"
     python benchmarks/extract_kernel_points.py [--db DIR] [--out benchmarks/data/kernel_db]
-        [--tables-out aisimulate/perf/data/gemm_tables.json]
+        [--tables-out aisimulate/perf/data/kernel_tables.json]
 
-It also writes the GEMM tables the analytic model interpolates (``--tables-out``): per system,
-backend and weight format, the fastest kernel's latency on a grid of token counts (powers of two,
-1 to 32,768) and weight shapes (n and k powers of two, 128 to 16,384, and 65,536), the nodes the
-database measured. The sampled GEMM points that are table nodes are dropped from the points file:
+It also writes the kernel tables the analytic model interpolates (``--tables-out``): GEMM per
+system, backend and weight format, the fastest kernel's latency on a grid of token counts (powers
+of two, 1 to 32,768) and weight shapes (n and k powers of two, 128 to 16,384, and 65,536), the
+nodes the database measured; and each backend's all-reduce at every measured size and GPU count.
+The sampled GEMM points that are table nodes are dropped from the points file:
 the points file is what the tables are judged on, held out.
 
 A table may also be a ``.csv`` with the database's columns (tests use a tiny one).
@@ -47,7 +48,7 @@ from aisimulate.catalog import get_model, list_models, list_systems
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "kernel_db"
-DEFAULT_TABLES = HERE.parent / "aisimulate" / "perf" / "data" / "gemm_tables.json"
+DEFAULT_TABLES = HERE.parent / "aisimulate" / "perf" / "data" / "kernel_tables.json"
 DEFAULT_CURVES = HERE / "data" / "calibration" / "moe_curve_points.csv"
 # The systems the serving runs span (AIConfigurator 0.12 measured each).
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
@@ -428,16 +429,27 @@ def nccl_points(db: Path, system: str) -> list[Row]:
     return out
 
 
+def allreduce_table(rows: list[Row]) -> dict[str, dict[str, list[float]]]:
+    """Per GPU count, the all-reduce latency (ms, 4 significant digits) by message size."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in sorted(rows, key=lambda r: (int(r["num_gpus"]), int(r["message_bytes"]))):
+        table = out.setdefault(str(int(r["num_gpus"])), {"message_bytes": [], "latency_ms": []})
+        table["message_bytes"].append(int(r["message_bytes"]))
+        table["latency_ms"].append(float(f"{float(r['latency_ms']):.4g}"))
+    return out
+
+
 def extract(
     db: Path, systems: Iterable[str] | None = None
-) -> tuple[dict[str, list[Row]], dict[str, dict[str, list[float | None]]], list[Row]]:
-    """The rows of every points file, by file stem; the GEMM tables by ``system/backend``; the
-    MoE curve points."""
+) -> tuple[dict[str, list[Row]], dict[str, dict[str, Any]], list[Row]]:
+    """The rows of every points file, by file stem; the kernel tables (``gemm`` and
+    ``allreduce``, each by ``system/backend``); the MoE curve points."""
     systems = [s for s in (systems or list_systems()) if (db / s).is_dir()]
     models = catalog_moe_shapes()
     files: dict[str, list[Row]] = {}
     curves: list[Row] = []
     gemm_tables: dict[str, dict[str, list[float | None]]] = {}
+    allreduce_tables: dict[str, dict[str, dict[str, list[float]]]] = {}
     for system in systems:
         gemms = {backend: gemm_rows(db, system, backend) for backend in BACKENDS}
         # vLLM's block-fp8 rows are a harness cost (SKIPPED): its tables take SGLang's DeepGEMM.
@@ -456,10 +468,11 @@ def extract(
             }
             for stem, rows in parts.items():
                 files.setdefault(stem, []).extend(rows)
+            allreduce_tables[f"{system}/{backend}"] = allreduce_table(parts["allreduce_points"])
             curves.extend(moe_curve_points(db, system, backend, models))
             print(f"{system:10s} {backend:6s} " + " ".join(f"{k[:-7]}={len(v)}" for k, v in parts.items()))
         files.setdefault("nccl_points", []).extend(nccl_points(db, system))
-    return files, gemm_tables, curves
+    return files, {"gemm": gemm_tables, "allreduce": allreduce_tables}, curves
 
 
 def _format(value: Any) -> Any:
@@ -487,17 +500,19 @@ def write(files: dict[str, list[Row]], out: Path) -> None:
         writer.writerows(sorted(sources))
 
 
-def write_gemm_tables(gemm_tables: dict[str, dict[str, list[float | None]]], path: Path) -> None:
-    """The bundled tables, compact JSON (see ``aisimulate/perf/gemm_tables.py``)."""
+def write_kernel_tables(kernel_tables: dict[str, dict[str, Any]], path: Path) -> None:
+    """The bundled tables, compact JSON (see ``aisimulate/perf/kernel_tables.py``)."""
     payload = {
         "attribution": "Contains performance data from NVIDIA AIConfigurator, Apache-2.0",
         "provenance": (
             "benchmarks/extract_kernel_points.py: aiconfigurator-core 0.12.0 systems/data/<system>/gemm/"
-            "<backend>/<version>/gemm_perf, fastest kernel per shape (kernel_sources.csv)"
+            "<backend>/<version>/gemm_perf, fastest kernel per shape; comm/<backend>/<version>/"
+            "custom_allreduce_perf (kernel_sources.csv)"
         ),
         "m": list(TABLE_M),
         "nk": list(TABLE_NK),
-        "latency_ms": gemm_tables,
+        "latency_ms": kernel_tables["gemm"],
+        "allreduce": kernel_tables["allreduce"],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, sort_keys=True, separators=(",", ":")) + "\n")
@@ -511,13 +526,13 @@ def main() -> None:
     parser.add_argument("--curves-out", type=Path, default=DEFAULT_CURVES)
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated system names")
     args = parser.parse_args()
-    files, gemm_tables, curves = extract(args.db or default_db(), args.systems.split(","))
+    files, kernel_tables, curves = extract(args.db or default_db(), args.systems.split(","))
     write(files, args.out)
     with args.curves_out.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(curves[0]))
         writer.writeheader()
         writer.writerows(curves)
-    write_gemm_tables(gemm_tables, args.tables_out)
+    write_kernel_tables(kernel_tables, args.tables_out)
     print(", ".join(f"{stem}: {len(rows)}" for stem, rows in files.items()))
 
 

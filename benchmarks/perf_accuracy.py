@@ -6,11 +6,12 @@
 Each point of the sample of AIConfigurator's whole kernel database (``--data``, written by
 ``benchmarks/extract_kernel_points.py``) is priced as the analytic model prices it, by something
 that never saw it: the fitted constants (points the fit was fitted on, ``--fitted``, are left
-out); the GEMM tables (the sampled shapes are off the tables' nodes); a MoE shape's measured curve
-with this very point left out. Two columns per system: the analytic model with its measured kernel
-tables off (the default: fits, and the MoE curves of DeepSeek-V3/R1 and gpt-oss) and on
-(``kernel_tables``: GEMM tables, every catalog MoE shape's curve). Prints a table and one JSON
-summary line (median |error| per family and system, tables on; ``above_5pct`` lists the misses).
+out); the GEMM tables (the sampled shapes are off the tables' nodes); a MoE shape's measured
+curve, an all-reduce table, with this very point left out. Two columns per system: the analytic
+model with its measured kernel tables off (the default: fits, and the MoE curves of DeepSeek-V3/R1
+and gpt-oss) and on (``kernel_tables``: GEMM and all-reduce tables, every catalog MoE shape's
+curve). Prints a table and one JSON summary line (median |error| per family and system, tables
+on; ``above_5pct`` lists the misses).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import math_dtype
 from aisimulate.catalog.systems import get_system
 from aisimulate.perf.calibration import calibration_for, moe_curve_key
-from aisimulate.perf.gemm_tables import gemm_tables_for
+from aisimulate.perf.kernel_tables import CollectiveTable, allreduce_tables_for, gemm_tables_for
 from aisimulate.perf.kernels import MeasuredCurve
 from aisimulate.perf.points import (
     DATABASE_SYSTEMS,
@@ -81,6 +84,21 @@ def gemm_tabled(point: Point) -> float | None:
     return float(MeasuredCurve(table.m, tuple(curve_ms.tolist()), 1.0).scalar()(_i(point, "m")))
 
 
+def allreduce_left_out(point: Point) -> float | None:
+    """The point's all-reduce from its system, backend and GPU count's table without this message
+    size (None: no table)."""
+    kernel_backend = backend_profile(point.backend).kernel_backend
+    table = allreduce_tables_for(point.system, point.backend, kernel_backend).get(_i(point, "num_gpus"))
+    size = float(point.row["message_bytes"])
+    if table is None:
+        return None
+    kept = [(b, t) for b, t in zip(table.message_bytes, table.latency_ms, strict=True) if b != size]
+    if len(kept) < 2:
+        return None
+    rest = CollectiveTable(tuple(b for b, _ in kept), tuple(t for _, t in kept))
+    return float(rest.time_ms(np.array([size]))[0])
+
+
 def family_of(point: Point) -> str:
     """GEMMs by weight format; MoE apart for the catalog models' expert shapes (``curve``: what
     served models run) and the other shapes the database measured."""
@@ -104,6 +122,8 @@ def errors(points: list[Point]) -> dict[tuple[str, str], dict[str, list[float]]]
             on = moe_left_out(point, True) or fitted
         elif point.family == "gemm":
             on = gemm_tabled(point) or fitted
+        elif point.family == "allreduce":
+            on = allreduce_left_out(point) or fitted
         cell = out.setdefault((family_of(point), point.system), {"off": [], "on": []})
         cell["off"].append(abs(off / point.measured_ms - 1.0))
         cell["on"].append(abs(on / point.measured_ms - 1.0))

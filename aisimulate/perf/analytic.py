@@ -28,7 +28,7 @@ from aisimulate.perf.calibration import (
     moe_curve_key,
 )
 from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
-from aisimulate.perf.gemm_tables import gemm_tables_for
+from aisimulate.perf.kernel_tables import allreduce_tables_for, gemm_tables_for, token_nodes
 from aisimulate.perf.kernels import (
     Collective,
     GenerationAttention,
@@ -320,8 +320,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             self.system.nvlink_gbps if num_gpus <= self.system.nvlink_domain else self.system.inter_node_gbps
         )
 
-    def _build_comm(self, cal: Calibration) -> Collective:
-        """All collectives of a pass, folded into one cost linear in the rank's tokens."""
+    def _build_comm(self, cal: Calibration) -> Any:
+        """All collectives of a pass, folded into one cost linear in the rank's tokens (with
+        ``kernel_tables``, one measured curve: the all-reduces from their tables)."""
         m, shape = self.model, self.shape
         tp, stage = shape.tp, shape.gpus_per_stage
         token_bytes = m.hidden_size * 2.0
@@ -358,10 +359,23 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         else:
             pp_comm = _NO_COMM
         dp = self._dp
-        return Collective(
+        fitted = Collective(
             per_token_ms=tp_comm.per_token_ms + dp * moe_comm.per_token_ms + pp_comm.per_token_ms,
             fixed_ms=tp_comm.fixed_ms + moe_comm.fixed_ms + pp_comm.fixed_ms,
         )
+        kernel_backend = backend_profile(self.backend).kernel_backend
+        table = allreduce_tables_for(self.system.name, self.backend, kernel_backend).get(tp)
+        if not self.kernel_tables or not tp_count or table is None:
+            return fitted
+        # The tensor-parallel all-reduces from the measured table, at the tables' token counts;
+        # the rest (expert all-to-all, pipeline hand-offs) as fitted.
+        nodes = np.asarray(token_nodes())
+        rest = Collective(
+            per_token_ms=dp * moe_comm.per_token_ms + pp_comm.per_token_ms,
+            fixed_ms=moe_comm.fixed_ms + pp_comm.fixed_ms,
+        )
+        total = tp_count * table.time_ms(nodes * token_bytes) + rest.time_ms(nodes)
+        return MeasuredCurve(tuple(nodes.tolist()), tuple(total.tolist()), 1.0)
 
     # ---- evaluation ----------------------------------------------------------------------
     def _bind_scalar(self) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from aisimulate.catalog import get_model, get_system
 from aisimulate.perf.analytic import AnalyticPerfModel
-from aisimulate.perf.gemm_tables import GemmTable, gemm_tables_for, table_from
+from aisimulate.perf.kernel_tables import GemmTable, gemm_tables_for, table_from
 from aisimulate.perf.memory import attention_params_per_rank
 from aisimulate.perf.points import DATABASE_SYSTEMS
 from aisimulate.perf.shape import ParallelShape
@@ -168,3 +168,28 @@ def test_the_latency_cli_turns_kernel_tables_on_and_the_vectorised_prices_agree(
     batches = BatchArrays(decode_requests=d, decode_context_tokens=d * 2000)
     scalar = [perf.time_ms(0, 0, 0.0, 0, x, x * 2000, 1.0) for x in d]
     np.testing.assert_allclose(perf.pass_times_ms(batches), scalar, rtol=1e-12)
+
+
+def test_an_all_reduce_table_interpolates_log_log_and_scales_beyond_its_largest_message():
+    from aisimulate.perf.kernel_tables import CollectiveTable
+
+    table = CollectiveTable((1e3, 1e5, 1e7), (0.01, 0.01, 1.0))
+    assert table.time_ms(np.array([1e5]))[0] == pytest.approx(0.01)
+    assert table.time_ms(np.array([1e6]))[0] == pytest.approx(0.1)  # halfway in log: geometric
+    assert table.time_ms(np.array([10.0]))[0] == pytest.approx(0.01)  # below: the smallest's
+    assert table.time_ms(np.array([4e7]))[0] == pytest.approx(4.0)  # beyond: in proportion
+
+
+def test_with_kernel_tables_the_tensor_parallel_all_reduces_come_from_their_table():
+    from aisimulate.perf.kernel_tables import allreduce_tables_for
+
+    model, system = get_model("meta-llama/Llama-3.1-8B"), get_system("h100_sxm")
+    perf = AnalyticPerfModel(model, system, ParallelShape(tp=4), backend="trtllm", kernel_tables=True)
+    table = allreduce_tables_for("h100_sxm", "trtllm", "trtllm")[4]
+    tokens = 64.0
+    one = table.time_ms(np.array([tokens * model.hidden_size * 2.0]))[0]
+    # Two all-reduces per layer (after attention and after the MLP), nothing else on one node.
+    assert perf._comm.scalar()(tokens) == pytest.approx(2 * model.num_layers * one)
+    # A single GPU has none.
+    single = AnalyticPerfModel(model, system, ParallelShape(tp=1), kernel_tables=True)
+    assert single._comm.scalar()(tokens) == 0.0

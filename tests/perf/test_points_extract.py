@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aisimulate.perf.gemm_tables import table_from
+from aisimulate.perf.kernel_tables import table_from
 from aisimulate.perf.points import calibrated_fit, load_database_points, predict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def test_gemm_points_are_the_shapes_off_the_tables_nodes(extracted):
 
 
 def test_gemm_tables_keep_the_fastest_kernel_per_node_of_the_most_measured_version(script, extracted):
-    tables = extracted[1]
+    tables = extracted[1]["gemm"]
     assert set(tables["h100_sxm/vllm"]) == {"bf16", "fp8"}  # int8_wo has no catalog format
     grid = {"m": script.TABLE_M, "nk": script.TABLE_NK}
     i_n = script.TABLE_NK.index(4096)
@@ -57,13 +57,18 @@ def test_gemm_tables_keep_the_fastest_kernel_per_node_of_the_most_measured_versi
 
 
 def test_written_tables_carry_attribution_and_grid(script, extracted, tmp_path):
-    path = tmp_path / "gemm_tables.json"
-    script.write_gemm_tables(extracted[1], path)
+    path = tmp_path / "kernel_tables.json"
+    script.write_kernel_tables(extracted[1], path)
     data = json.loads(path.read_text())
     assert "AIConfigurator" in data["attribution"]
     assert data["m"] == list(script.TABLE_M) and data["nk"] == list(script.TABLE_NK)
     table = table_from(data, data["latency_ms"]["h100_sxm/vllm"]["bf16"])
     assert table.latency_ms.shape == (16, 9, 9)
+    # The custom all-reduce by GPU count, by message size.
+    assert data["allreduce"]["h100_sxm/vllm"] == {
+        "2": {"message_bytes": [131072], "latency_ms": [0.0061]},
+        "8": {"message_bytes": [131072], "latency_ms": [0.0102]},
+    }
 
 
 def test_attention_keeps_full_bf16_attention_with_either_kv_format(extracted):

@@ -1,4 +1,4 @@
-"""Measured GEMM latencies, interpolated per weight shape (``perf/data/gemm_tables.json``).
+"""Measured GEMM latencies, interpolated per weight shape (``perf/data/kernel_tables.json``).
 
 One smooth efficiency curve per GEMM dtype misses the measured kernels by 10-15% (median) across
 the shapes a database measures: real kernels step with their tile configurations. The table keeps,
@@ -12,6 +12,10 @@ GEMM's work and bytes are products of its dimensions, so the log latency is clos
 their logs. Beyond the widest node the latency scales with the dimension (the work does); below
 the narrowest it is the narrowest node's (launch-bound). A shape whose surrounding nodes were not
 all measured (block-scaled kernels skip some) has no table latency and keeps the fit.
+
+All-reduce: per system, backend and GPU count (2, 4, 8), the backend's custom all-reduce at every
+message size measured (256 B to 1 GB), interpolated in (log bytes, log latency); beyond the
+largest message the latency scales with the bytes, below the smallest it is the smallest's.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-DATA_FILE = "gemm_tables.json"
+DATA_FILE = "kernel_tables.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,21 @@ class GemmTable:
         return curve
 
 
+@dataclass(frozen=True, slots=True)
+class CollectiveTable:
+    """One all-reduce (system, backend, GPU count): latency by message size, ascending."""
+
+    message_bytes: tuple[float, ...]
+    latency_ms: tuple[float, ...]
+
+    def time_ms(self, message_bytes: np.ndarray) -> np.ndarray:
+        x = np.log(np.maximum(message_bytes, self.message_bytes[0]))
+        log_ms = np.interp(x, np.log(self.message_bytes), np.log(self.latency_ms))
+        beyond = np.maximum(np.asarray(message_bytes, dtype=np.float64) / self.message_bytes[-1], 1.0)
+        times: np.ndarray = np.exp(log_ms) * beyond
+        return times
+
+
 @functools.cache
 def _data() -> dict[str, Any]:
     path = resources.files("aisimulate.perf") / "data" / DATA_FILE
@@ -89,3 +108,20 @@ def gemm_tables_for(system: str, backend: str, kernel_backend: str) -> dict[str,
     by_key = data["latency_ms"]
     entry = by_key.get(f"{system}/{backend}") or by_key.get(f"{system}/{kernel_backend}") or {}
     return {dtype: table_from(data, values) for dtype, values in entry.items()}
+
+
+def token_nodes() -> tuple[float, ...]:
+    """The token counts the tables are summed at into a pass's curves."""
+    return tuple(float(x) for x in _data()["m"])
+
+
+@functools.cache
+def allreduce_tables_for(system: str, backend: str, kernel_backend: str) -> dict[int, CollectiveTable]:
+    """All-reduce tables by GPU count measured on ``system`` with ``backend`` (else the backend
+    whose kernel fits it borrows); empty for a system the database lacks."""
+    by_key = _data().get("allreduce", {})
+    entry = by_key.get(f"{system}/{backend}") or by_key.get(f"{system}/{kernel_backend}") or {}
+    return {
+        int(gpus): CollectiveTable(tuple(t["message_bytes"]), tuple(t["latency_ms"]))
+        for gpus, t in entry.items()
+    }
