@@ -41,7 +41,7 @@ from aisimulate.fidelity import (
     read_measured,
     signed_error_pct,
 )
-from aisimulate.perf.calibration import reload_calibration
+from aisimulate.perf.calibration import reload_calibration, write_calibration_data
 from aisimulate.replay.plan import EngineSpec
 
 HERE = Path(__file__).resolve().parent
@@ -62,7 +62,7 @@ def _write(overheads: Overheads, e2e_fit: dict | None = None) -> None:
     data = json.loads(CALIBRATION.read_text())
     data["overhead"] = overheads
     data["e2e_fit"] = e2e_fit or {}
-    CALIBRATION.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    write_calibration_data(CALIBRATION, data)
     reload_calibration()
 
 

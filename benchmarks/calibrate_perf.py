@@ -19,7 +19,16 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from aisimulate.catalog import get_system
-from aisimulate.perf.points import FIT_TYPES, fit_key, load_curve_points, load_points, moe_curves, predict
+from aisimulate.perf.calibration import write_calibration_data
+from aisimulate.perf.points import (
+    FIT_TYPES,
+    fit_key,
+    is_default_curve,
+    load_curve_points,
+    load_points,
+    moe_curves,
+    predict,
+)
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE / "data" / "calibration"
@@ -69,13 +78,20 @@ def fit_group(family: str, points: list, fixed: dict[str, float] | None = None) 
     return {k: round(float(v), 6) for k, v in fitted.items()}
 
 
-def measured_moe_curves(data_dir: Path) -> dict[str, dict]:
-    """Every densely measured MoE kernel shape, per ``system/backend`` that measured it."""
-    points = load_points(data_dir) + load_curve_points(data_dir)
-    curves = {f"{system}/{backend}": shapes for (system, backend), shapes in moe_curves(points).items()}
-    for key, shapes in curves.items():
-        print(f"curves moe                   {key:16s} {len(shapes)} measured shapes")
-    return curves
+def measured_moe_curves(data_dir: Path) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Every densely measured MoE kernel shape, per ``system/backend`` that measured it: those
+    priced by their curves by default (the points of ``moe_points.csv`` and DeepSeek-V3/R1's
+    experts), and the other catalog shapes' (the ``kernel_tables`` switch)."""
+    curve_points = load_curve_points(data_dir)
+    default = load_points(data_dir) + [p for p in curve_points if is_default_curve(p)]
+    catalog = [p for p in curve_points if not is_default_curve(p)]
+    out = []
+    for name, points in (("default", default), ("catalog", catalog)):
+        curves = {f"{system}/{backend}": shapes for (system, backend), shapes in moe_curves(points).items()}
+        for key, shapes in curves.items():
+            print(f"curves moe {name:18s} {key:16s} {len(shapes)} measured shapes")
+        out.append(curves)
+    return out[0], out[1]
 
 
 def fit_kernels(data_dir: Path) -> dict[str, dict]:
@@ -114,27 +130,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--curves-only",
+        action="store_true",
+        help="rewrite the measured MoE curves only, keeping the fitted constants as they are",
+    )
     args = parser.parse_args()
-    fits = fit_kernels(args.data)
     # The end-to-end entries belong to calibrate_e2e.py, which runs after this script.
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    fits = previous["fits"] if args.curves_only else fit_kernels(args.data)
+    default_curves, catalog_curves = measured_moe_curves(args.data)
     payload = {
         "provenance": (
             "Kernel fits by benchmarks/calibrate_perf.py to single-kernel measurements "
             "(benchmarks/data/calibration/*_points.csv: h100_sxm, h200_sxm, b200_sxm x vllm, trtllm); "
             "moe_curves: measured MoE latencies per kernel shape, system and backend (moe_points.csv, "
-            "moe_curve_points.csv); "
+            "moe_curve_points.csv: DeepSeek-V3/R1's experts); moe_catalog_curves: every other catalog "
+            "MoE shape in moe_curve_points.csv (h100_sxm, h200_sxm, b200_sxm, b300_sxm, gb200, gb300), "
+            "used with kernel_tables on; "
             "per-pass overheads and e2e_fit by benchmarks/calibrate_e2e.py to end-to-end H100 "
             "serving benchmarks (e2e_measured_h100.csv), fitted on the models in e2e_fit.models only."
         ),
         "attribution": ATTRIBUTION,
         "fits": fits,
-        "moe_curves": measured_moe_curves(args.data),
+        "moe_curves": default_curves,
+        "moe_catalog_curves": catalog_curves,
         "overhead": previous.get("overhead", {}),
         "e2e_fit": previous.get("e2e_fit", {}),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    write_calibration_data(args.out, payload)
     n = sum(len(v) for v in fits.values())
     print(
         json.dumps({"benchmark": "calibrate_perf", "entries": len(fits), "families": n, "out": str(args.out)})

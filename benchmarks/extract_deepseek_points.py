@@ -1,4 +1,4 @@
-"""Copy DeepSeek-V3's measured kernels from AIConfigurator's database into the calibration data.
+"""Copy DeepSeek-V3's measured GEMMs from AIConfigurator's database into the calibration data.
 
 DeepSeek-class checkpoints (MLA + 256 routed experts, block-scaled FP8 or NVFP4 experts) run
 kernels the other points do not describe: block-scaled FP8 GEMMs (DeepGEMM and its kin, launched
@@ -9,10 +9,8 @@ its roofline). This script writes
 * block-scaled FP8 GEMM points of DeepSeek-V3's linear layers (MLA projections, output, shared
   and dense MLP at tp 1/4/8) for the fitted systems into ``gemm_points.csv`` (their own
   ``fp8_block`` GEMM fit), replacing earlier ``fp8_block`` rows;
-* the routed-expert latencies of DeepSeek-V3's expert shape (hidden 7,168, width 2,048, top-8 of
-  256; FP8 block-scaled and NVFP4; skewed routing) at every measured TP x EP split and token
-  count, per system and serving backend, into ``moe_curve_points.csv``: the analytic model
-  interpolates them (``moe_curves``) on that very system and backend.
+(the routed-expert curves of every catalog MoE shape, DeepSeek-V3's included, come from
+``benchmarks/extract_kernel_points.py``).
 
     pip install -e ".[aic]"
     python benchmarks/extract_deepseek_points.py
@@ -53,12 +51,6 @@ GEMM_SHAPES = {  # (n, k): what it is in DeepSeek-V3
     (4096, H): "shared gate_up tp1",
     (512, H): "shared gate_up tp8",
 }
-MOE_SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
-MOE_DTYPES = ("fp8_block", "nvfp4")
-MOE_ROUTING = "power_law_1.2"
-MAX_MOE_GPUS = 64
-# Dense where decode batches fall and where the kernels step (tile sizes), sparser beyond.
-MOE_TOKENS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096, 8192, 16384)
 
 
 def _table(system: str, family: str, backend: str, name: str) -> pd.DataFrame | None:
@@ -97,50 +89,6 @@ def gemm_rows() -> list[dict[str, object]]:
     return rows
 
 
-def moe_rows() -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
-    for system in MOE_SYSTEMS:
-        for backend in VERSIONS:
-            table = _table(system, "moe", backend, "moe_perf.parquet")
-            if table is None:
-                continue
-            table = table[
-                (table.hidden_size == H)
-                & (table.inter_size == 2048)
-                & (table.topk == 8)
-                & (table.num_experts == 256)
-                & table.moe_dtype.isin(MOE_DTYPES)
-                & (table.distribution == MOE_ROUTING)
-                & (table.moe_tp_size * table.moe_ep_size <= MAX_MOE_GPUS)
-                & table.num_tokens.isin(MOE_TOKENS)
-            ]
-            keys = ["moe_dtype", "moe_tp_size", "moe_ep_size", "num_tokens"]
-            # Where a backend measured several kernels for one shape (TRT-LLM's NVFP4 CUTLASS and
-            # min-latency MoE), the fastest is the one it runs.
-            medians = table.groupby([*keys, "kernel_source"], as_index=False)["latency"].median()
-            fastest = medians.loc[medians.groupby(keys)["latency"].idxmin()]
-            for row in fastest.itertuples(index=False):
-                rows.append(
-                    {
-                        "system": system,
-                        "backend": backend,
-                        "kernel_source": row.kernel_source,
-                        "moe_dtype": row.moe_dtype,
-                        "num_tokens": int(row.num_tokens),
-                        "hidden": H,
-                        "inter": 2048,
-                        "topk": 8,
-                        "num_experts": 256,
-                        "moe_tp": int(row.moe_tp_size),
-                        "moe_ep": int(row.moe_ep_size),
-                        "distribution": MOE_ROUTING,
-                        "latency_ms": round(float(row.latency), 6),
-                    }
-                )
-            print(f"{system} {backend}: {len(table)} MoE rows")
-    return rows
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
@@ -157,13 +105,6 @@ def main() -> None:
         writer.writerows(kept)
         writer.writerows(new_gemm)
     print(f"{gemm_path}: {len(kept)} rows kept, {len(new_gemm)} fp8_block rows written")
-    new_moe = moe_rows()
-    moe_path = args.data / "moe_curve_points.csv"
-    with moe_path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(new_moe[0]))
-        writer.writeheader()
-        writer.writerows(new_moe)
-    print(f"{moe_path}: {len(new_moe)} rows written")
 
 
 if __name__ == "__main__":

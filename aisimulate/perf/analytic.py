@@ -21,14 +21,20 @@ from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
-from aisimulate.perf.calibration import Calibration, calibration_for, moe_curve_key
+from aisimulate.perf.calibration import (
+    KERNEL_TABLES_BY_DEFAULT,
+    Calibration,
+    calibration_for,
+    moe_curve_key,
+)
 from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
+from aisimulate.perf.kernel_tables import allreduce_tables_for, gemm_tables_for, token_nodes
 from aisimulate.perf.kernels import (
     Collective,
     GenerationAttention,
     LinearAttention,
     LinearAttentionFit,
-    MoeCurve,
+    MeasuredCurve,
     Roofline,
     SparseAttentionFit,
     all_reduce,
@@ -77,6 +83,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         calibration: Calibration | None = None,
         async_scheduling: bool = False,
         cuda_graph_sizes: tuple[int, ...] = (),
+        kernel_tables: bool | None = None,
     ) -> None:
         check_backend(backend)
         check_shape(model, shape)
@@ -85,6 +92,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self.nextn = nextn
         self.calibration = cal = calibration or calibration_for(system, backend)
         self._dp = shape.attention_dp
+        # Measured kernel tables: GEMM tables for the linear layers, the catalog's MoE curves for
+        # the experts (None: ``KERNEL_TABLES_BY_DEFAULT``).
+        self.kernel_tables = KERNEL_TABLES_BY_DEFAULT if kernel_tables is None else kernel_tables
         self._linear, self._lm_head = self._build_gemms(cal)
         self._context, self._generation = self._build_attention(cal)
         self._linear_attention = self._build_linear_attention()
@@ -123,7 +133,10 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             num_kernels=kernels,
         )
 
-    def _build_gemms(self, cal: Calibration) -> tuple[Roofline, Roofline]:
+    def _build_gemms(self, cal: Calibration) -> tuple[Any, Any]:
+        """The linear layers of a pass (attention projections, dense MLP, shared experts) and the
+        lm-head: fitted rooflines, or measured GEMM tables interpolated at the model's own weight
+        shapes where the system, backend and weight format have them (``kernel_tables``)."""
         m, tp = self.model, self.shape.tp
         h = m.hidden_size
         dtype = m.linear_dtype(expert=False)
@@ -133,19 +146,79 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         attn_kernels = 5 if m.is_mla else 2
         attn_dtype = m.linear_dtype(expert=False, attention=True)
         per_layer_attn = self._gemm(cal, attn_dtype, attn_params, attn_act, attn_kernels)
-        linear = per_layer_attn.scaled(m.num_layers)
+        # (roofline, weight format, one layer's (n, k) GEMMs, layers) of each group.
+        parts: list[tuple[Roofline, str, list[tuple[float, float]], float]] = [
+            (per_layer_attn, attn_dtype, self._attention_gemm_shapes(attn_params), m.num_layers)
+        ]
         dense_layers = m.num_dense_layers if m.is_moe else m.num_layers
         if dense_layers:
             inter = m.intermediate_size / tp
-            linear = linear + self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2).scaled(dense_layers)
+            mlp = self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2)
+            parts.append((mlp, dtype, [(2 * inter, h), (h, inter)], dense_layers))
         if m.num_moe_layers and m.num_shared_experts:
             inter = m.shared_expert_width / tp
-            linear = linear + self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2).scaled(
-                m.num_moe_layers
-            )
+            shared = self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2)
+            parts.append((shared, dtype, [(2 * inter, h), (h, inter)], m.num_moe_layers))
+        linear = parts[0][0].scaled(parts[0][3])
+        for roofline, _, _, layers in parts[1:]:
+            linear = linear + roofline.scaled(layers)
         vocab = m.vocab_size / tp
         lm_head = self._gemm(cal, m.base_dtype, vocab * h, h + vocab, 1)
-        return linear, lm_head
+        if not self.kernel_tables:
+            return linear, lm_head
+        return (
+            self._tabled(parts, linear),
+            self._tabled([(lm_head, m.base_dtype, [(vocab, h)], 1.0)], lm_head),
+        )
+
+    def _attention_gemm_shapes(self, params: float) -> list[tuple[float, float]]:
+        """One layer's attention projections as (n, k) GEMMs on one GPU; empty where they do not
+        add up to the layer's attention weights (linear-attention mixers: the fit prices them)."""
+        m, tp = self.model, self.shape.tp
+        h, heads_r = m.hidden_size, m.num_heads / tp
+        if m.is_hybrid_linear:
+            return []
+        shapes: list[tuple[float, float]]
+        if m.is_mla:
+            q: list[tuple[float, float]] = (
+                [(m.q_lora_rank, h), (heads_r * m.qk_head_dim, m.q_lora_rank)] if m.q_lora_rank else []
+            )
+            shapes = q or [(heads_r * m.qk_head_dim, h)]
+            shapes += [
+                (m.kv_lora_rank + m.qk_rope_head_dim, h),
+                (heads_r * (m.qk_nope_head_dim + m.v_dim), m.kv_lora_rank),
+                (h, heads_r * m.v_dim),
+            ]
+        else:
+            qkv = (heads_r + 2 * kv_heads_per_rank(m, tp)) * m.head_dim
+            shapes = [(qkv, h), (h, heads_r * m.head_dim)]
+        total = sum(n * k for n, k in shapes)
+        return shapes if abs(total - params) <= 0.02 * params else []
+
+    def _tabled(
+        self, parts: list[tuple[Roofline, str, list[tuple[float, float]], float]], fitted: Roofline
+    ) -> Any:
+        """The parts' summed latency at the tables' token counts, as a measured curve: each part
+        from its GEMMs' tables where all of them have one, else from its fitted roofline."""
+        tables = gemm_tables_for(self.system.name, self.backend, backend_profile(self.backend).kernel_backend)
+        if not tables:
+            return fitted
+        nodes = np.asarray(next(iter(tables.values())).m)
+        total = np.zeros_like(nodes)
+        for roofline, dtype, shapes, layers in parts:
+            table = tables.get(dtype) if self._native_math(dtype) else None
+            curves = [table.curve_ms(n, k) for n, k in shapes] if table is not None else []
+            if curves and all(c is not None for c in curves):
+                total = total + layers * sum(c for c in curves if c is not None)
+            else:
+                total = total + layers * roofline.time_ms(nodes)
+        return MeasuredCurve(tuple(nodes.tolist()), tuple(total.tolist()), 1.0)
+
+    def _native_math(self, storage_dtype: str) -> bool:
+        """Whether the chip runs the format's own math (a table measured it); weight-only kernels
+        (fp4 weights on Hopper) were not measured and keep the fit."""
+        math = math_dtype(storage_dtype, self.system.math_dtypes)
+        return storage_dtype == "bf16" or math != "bf16"
 
     def _build_attention(self, cal: Calibration) -> tuple[Any, Any]:
         m, shape = self.model, self.shape
@@ -224,9 +297,10 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         key = moe_curve_key(
             dtype, m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts, moe_tp, moe_ep
         )
-        if key in cal.moe_curves:
-            tokens, per_layer_ms = cal.moe_curves[key]
-            return MoeCurve(tokens, per_layer_ms, m.num_moe_layers)
+        curves = {**cal.moe_curves, **cal.catalog_moe_curves} if self.kernel_tables else cal.moe_curves
+        if key in curves:
+            tokens, per_layer_ms = curves[key]
+            return MeasuredCurve(tokens, per_layer_ms, m.num_moe_layers)
         return moe_block(
             num_layers=m.num_moe_layers,
             hidden_size=m.hidden_size,
@@ -246,8 +320,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             self.system.nvlink_gbps if num_gpus <= self.system.nvlink_domain else self.system.inter_node_gbps
         )
 
-    def _build_comm(self, cal: Calibration) -> Collective:
-        """All collectives of a pass, folded into one cost linear in the rank's tokens."""
+    def _build_comm(self, cal: Calibration) -> Any:
+        """All collectives of a pass, folded into one cost linear in the rank's tokens (with
+        ``kernel_tables``, one measured curve: the all-reduces from their tables)."""
         m, shape = self.model, self.shape
         tp, stage = shape.tp, shape.gpus_per_stage
         token_bytes = m.hidden_size * 2.0
@@ -284,10 +359,23 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         else:
             pp_comm = _NO_COMM
         dp = self._dp
-        return Collective(
+        fitted = Collective(
             per_token_ms=tp_comm.per_token_ms + dp * moe_comm.per_token_ms + pp_comm.per_token_ms,
             fixed_ms=tp_comm.fixed_ms + moe_comm.fixed_ms + pp_comm.fixed_ms,
         )
+        kernel_backend = backend_profile(self.backend).kernel_backend
+        table = allreduce_tables_for(self.system.name, self.backend, kernel_backend).get(tp)
+        if not self.kernel_tables or not tp_count or table is None:
+            return fitted
+        # The tensor-parallel all-reduces from the measured table, at the tables' token counts;
+        # the rest (expert all-to-all, pipeline hand-offs) as fitted.
+        nodes = np.asarray(token_nodes())
+        rest = Collective(
+            per_token_ms=dp * moe_comm.per_token_ms + pp_comm.per_token_ms,
+            fixed_ms=moe_comm.fixed_ms + pp_comm.fixed_ms,
+        )
+        total = tp_count * table.time_ms(nodes * token_bytes) + rest.time_ms(nodes)
+        return MeasuredCurve(tuple(nodes.tolist()), tuple(total.tolist()), 1.0)
 
     # ---- evaluation ----------------------------------------------------------------------
     def _bind_scalar(self) -> None:
@@ -473,5 +561,6 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             "calibration": self.calibration.source,
             "async_scheduling": self.async_scheduling,
             "cuda_graph_max_batch_size": self.cuda_graph_sizes[-1] if self.cuda_graph_sizes else 0,
+            "kernel_tables": self.kernel_tables,
             "layers_per_stage": math.ceil(self.model.num_layers / self.shape.pp),
         }

@@ -12,6 +12,7 @@ import functools
 import json
 from dataclasses import dataclass, field, fields
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from aisimulate.catalog.backends import backend_profile
@@ -64,6 +65,9 @@ class Calibration:
     # Measured MoE latencies per kernel shape (``moe_curve_key``): (tokens, one layer's ms),
     # measured on this very system and backend (a stand-in's are never borrowed).
     moe_curves: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
+    # The other catalog MoE shapes' measured curves, same layout: measured kernel tables, used
+    # with the analytic model's ``kernel_tables`` switch on.
+    catalog_moe_curves: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
 
     def gemm_fit(self, math_dtype: str, weight_dtype: str | None = None) -> GemmFit:
         """The format's own fit when one was measured, else the math dtype's."""
@@ -81,6 +85,13 @@ def _data() -> dict[str, Any]:
     path = resources.files("aisimulate.perf") / "data" / DATA_FILE
     data: dict[str, Any] = json.loads(path.read_text())
     return data
+
+
+def write_calibration_data(path: Path, data: dict[str, Any]) -> None:
+    """Write the data file's layout compactly: the measured MoE curves are tens of thousands of
+    numbers, and both calibration scripts rewrite the file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
 
 
 def reload_calibration() -> None:
@@ -103,6 +114,7 @@ def calibration_from_entry(
     overhead: dict[str, Any] | None,
     source: str,
     curves: dict[str, Any] | None = None,
+    catalog_curves: dict[str, Any] | None = None,
 ) -> Calibration:
     """Build a :class:`Calibration` from one ``fits`` entry of the data file's layout and the
     MoE curves measured on the system itself (``moe_curves`` of the data file)."""
@@ -116,8 +128,13 @@ def calibration_from_entry(
         allreduce=_make(CollectiveFit, entry.get("allreduce")),
         alltoall=_make(CollectiveFit, entry.get("alltoall")),
         overhead=_make(OverheadFit, overhead),
-        moe_curves={k: (tuple(v["tokens"]), tuple(v["per_layer_ms"])) for k, v in curves.items()},
+        moe_curves=_curves(curves),
+        catalog_moe_curves=_curves(catalog_curves or {}),
     )
+
+
+def _curves(curves: dict[str, Any]) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
+    return {k: (tuple(v["tokens"]), tuple(v["per_layer_ms"])) for k, v in curves.items()}
 
 
 def calibration_for(system: System, backend: str) -> Calibration:
@@ -130,15 +147,23 @@ def calibration_for(system: System, backend: str) -> Calibration:
         key = f"{proxy_system(system)}/{kernel_backend}"
         source = f"{key} (stand-in for {system.name})"
     overhead = data.get("overhead", {}).get(backend)
+
     # Curves are the system's own measurements: those of the backend whose kernel fits it
     # borrows, overridden shape by shape by the serving backend's own (SGLang runs other MoE
     # kernels than vLLM).
-    measured = data.get("moe_curves", {})
-    curves = {
-        **measured.get(f"{system.name}/{kernel_backend}", {}),
-        **measured.get(f"{system.name}/{backend}", {}),
-    }
-    return calibration_from_entry(fits[key], overhead, source, curves)
+    def own(entry: str) -> dict[str, Any]:
+        measured = data.get(entry, {})
+        return {
+            **measured.get(f"{system.name}/{kernel_backend}", {}),
+            **measured.get(f"{system.name}/{backend}", {}),
+        }
+
+    return calibration_from_entry(fits[key], overhead, source, own("moe_curves"), own("moe_catalog_curves"))
+
+
+# Measured kernel tables (GEMM tables, the catalog's MoE curves) are off by default: on the
+# development serving runs they did not improve every headline median (docs/perf.md).
+KERNEL_TABLES_BY_DEFAULT = False
 
 
 def e2e_fitted_models() -> tuple[str, ...]:

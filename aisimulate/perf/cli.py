@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="with --cuda-graph-padding: the largest captured batch (default: the backend's)",
     )
+    latency.add_argument(
+        "--kernel-tables",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="analytic: price GEMMs and catalog MoE experts from measured kernel tables (default: off)",
+    )
     latency.add_argument("--perf", default="analytic", choices=PROVIDERS)
     latency.add_argument("--perf-table", default=None, help="CSV/NPZ table for --perf table")
     return parser
@@ -193,6 +199,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         nextn=args.nextn,
         async_scheduling=async_scheduling,
         cuda_graph_sizes=_cuda_graph_sizes(args),
+        kernel_tables=args.kernel_tables,
         table_path=args.perf_table,
     )
     chunks = [(args.prefill_tokens, args.prefill_context)] if args.prefill_tokens else []

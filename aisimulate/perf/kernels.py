@@ -610,12 +610,13 @@ def moe_block(
 
 
 @dataclass(frozen=True, slots=True)
-class MoeCurve:
-    """Routed experts priced by interpolating measured latencies of this very kernel shape.
+class MeasuredCurve:
+    """A kernel priced by interpolating measured latencies of this very shape.
 
-    Where the measurements cover a model's expert geometry and split on its own GPU and backend,
-    they beat any smooth fit (kernel tile steps, split effects); linear in tokens between measured
-    counts, the last segment's slope beyond them. ``per_layer_ms`` is one layer's latency.
+    Where the measurements cover a model's kernel (its expert geometry and split, or its GEMM
+    weight shapes) on its own GPU and backend, they beat any smooth fit (kernel tile steps, split
+    effects); linear in tokens between measured counts, the last segment's slope beyond them.
+    ``per_layer_ms`` is one layer's latency.
     """
 
     tokens: tuple[float, ...]

@@ -39,6 +39,8 @@ MOE_ROUTING = "power_law_1.2"
 
 _DTYPES = {
     "bfloat16": "bf16",
+    "bf16": "bf16",
+    "mxfp4": "mxfp4",
     "half": "bf16",
     "fp8": "fp8",
     "fp8_block": "fp8_block",
@@ -67,6 +69,18 @@ class Point:
 def _rows(path: Path) -> Iterator[dict[str, str]]:
     with path.open(newline="") as fh:
         yield from csv.DictReader(fh)
+
+
+# MoE shapes whose measured curves price the analytic model by default (DeepSeek-V3/R1's experts);
+# the other catalog shapes' curves are measured kernel tables, behind the ``kernel_tables`` switch.
+DEFAULT_CURVE_SHAPES = frozenset({("fp8_block", 7168, 2048, 8, 256), ("nvfp4", 7168, 2048, 8, 256)})
+
+
+def is_default_curve(point: Point) -> bool:
+    """Whether this curve point belongs to a shape priced by its curve by default."""
+    r = point.row
+    shape = (point.dtype, *(_i(r, c) for c in ("hidden", "inter", "topk", "num_experts")))
+    return shape in DEFAULT_CURVE_SHAPES
 
 
 def load_curve_points(data_dir: str | Path) -> list[Point]:
@@ -105,6 +119,58 @@ def load_points(data_dir: str | Path) -> list[Point]:
     return points
 
 
+# The systems whose whole kernel database is sampled in ``benchmarks/data/kernel_db``.
+DATABASE_SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
+_HELD_OUT_FILES = {
+    "gemm": "gemm_points.csv",
+    "context_attention": "context_attention_points.csv",
+    "generation_attention": "generation_attention_points.csv",
+    "moe": "moe_points.csv",
+    "allreduce": "allreduce_points.csv",
+    "context_mla": "context_mla_points.csv",
+    "generation_mla": "generation_mla_points.csv",
+}
+# Columns that name one measured configuration of each family (besides system and backend).
+_GEOMETRY = {
+    "gemm": ("m", "n", "k"),
+    "context_attention": ("batch", "isl", "num_heads", "num_kv_heads", "head_dim"),
+    "generation_attention": ("batch", "kv_len", "num_heads", "num_kv_heads", "head_dim"),
+    "moe": ("num_tokens", "hidden", "inter", "topk", "num_experts", "moe_tp", "moe_ep"),
+    "allreduce": ("num_gpus", "message_elements"),
+    "alltoall": ("num_gpus", "message_elements"),
+    "context_mla": ("batch", "isl", "num_heads"),
+    "generation_mla": ("batch", "kv_len", "num_heads"),
+}
+# The MLA kernels were measured on DeepSeek-V3's geometry (heads per GPU vary).
+MLA_KV_LORA_RANK, MLA_ROPE_DIM, MLA_NOPE_DIM, MLA_V_DIM = 512, 64, 128, 128
+
+
+def point_key(point: Point) -> tuple[str, ...]:
+    """What makes two points the same measurement (to keep fitted points out of a held-out set)."""
+    geometry = tuple(str(_i(point.row, c)) for c in _GEOMETRY[point.family])
+    return (*point.group, *geometry)
+
+
+def load_database_points(data_dir: str | Path, systems: tuple[str, ...] = DATABASE_SYSTEMS) -> list[Point]:
+    """The sample of every system's whole kernel database (``benchmarks/extract_kernel_points.py``
+    layout): attention over a bf16 KV cache, MoE under power-law routing, each backend's custom
+    all-reduce, NCCL's all-to-all (every backend runs it)."""
+    data_dir = Path(data_dir)
+    points: list[Point] = []
+    for family, name in _HELD_OUT_FILES.items():
+        for row in _rows(data_dir / name):
+            if row["system"] not in systems or row.get("kv_dtype", "bf16") != "bf16":
+                continue
+            dtype = _DTYPES[row.get("dtype") or row.get("moe_dtype") or "bfloat16"]
+            points.append(Point(family, row["system"], row["backend"], dtype, float(row["latency_ms"]), row))
+    for row in _rows(data_dir / "nccl_points.csv"):
+        if row["system"] in systems and row["op"] == "alltoall":
+            for backend in ("vllm", "trtllm", "sglang"):
+                measured_ms = float(row["latency_ms"])
+                points.append(Point("alltoall", row["system"], backend, "bf16", measured_ms, row))
+    return points
+
+
 def _i(row: dict[str, str], key: str) -> int:
     return int(float(row[key]))
 
@@ -126,6 +192,8 @@ def predict(point: Point, fit: Any, system: System | None = None) -> float:
         )
         gemm_ms: float = roof.time_ms(m)
         return gemm_ms
+    if point.family in ("context_mla", "generation_mla"):
+        return _predict_mla(point, fit, system)
     if point.family in ("context_attention", "generation_attention"):
         heads, kv_heads, head_dim = _i(row, "num_heads"), _i(row, "num_kv_heads"), _i(row, "head_dim")
         batch = _i(row, "batch")
@@ -169,6 +237,31 @@ def predict(point: Point, fit: Any, system: System | None = None) -> float:
     collective = builder(count=1, num_gpus=n, bytes_per_token=size, link_gbps=system.nvlink_gbps, fit=fit)
     comm_ms: float = collective.time_ms(1)
     return comm_ms
+
+
+def _predict_mla(point: Point, fit: Any, system: System) -> float:
+    """MLA as the analytic model prices it: prefill over the full q/k (nope + rope) and v heads,
+    decode absorbed (scores against the latent + rope key, values in the latent), reading the
+    latent + rope cache."""
+    row = point.row
+    heads, batch = _i(row, "num_heads"), _i(row, "batch")
+    common = dict(
+        num_layers=1,
+        num_heads=heads,
+        kv_bytes_per_token_layer=(MLA_KV_LORA_RANK + MLA_ROPE_DIM) * 2,
+        peak_tflops=system.tflops["bf16"],
+        hbm_gbps=system.hbm_gbps,
+        fit=fit,
+    )
+    if point.family == "context_mla":
+        isl = _i(row, "isl")
+        prefill = context_attention(qk_dim=MLA_NOPE_DIM + MLA_ROPE_DIM, v_dim=MLA_V_DIM, **common)
+        prefill_ms: float = prefill.time_ms(batch * isl * (isl + 1) / 2, batch, 0, batch * isl)
+        return prefill_ms
+    flops = 2 * heads * (2 * MLA_KV_LORA_RANK + MLA_ROPE_DIM)
+    decode = generation_attention(flops_per_context_token_layer=flops, **common)
+    decode_ms: float = decode.time_ms(batch, batch * _i(row, "kv_len"), 1.0)
+    return decode_ms
 
 
 FIT_TYPES: dict[str, type] = {
@@ -232,7 +325,8 @@ def calibrated_fit(point: Point) -> Any:
         return cal.gemm_fit(math, point.dtype)
     if point.family == "moe":
         return cal.moe_fit(point.dtype, math)
-    return getattr(cal, point.family)
+    # MLA kernels are priced with the attention fits, as the analytic model does.
+    return getattr(cal, point.family.replace("_mla", "_attention"))
 
 
 def relative_errors(points: list[Point]) -> dict[tuple[str, str], list[float]]:

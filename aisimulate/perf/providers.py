@@ -44,13 +44,15 @@ def get_perf_model(
     async_scheduling: bool = False,
     cuda_graph_sizes: tuple[int, ...] = (),
     table_path: str | Path | None = None,
+    kernel_tables: bool | None = None,
 ) -> PerfModel:
     """Build the provider ``name`` for one worker shape.
 
     ``async_scheduling`` only changes the analytic model: it is the one that adds a framework
     overhead to its kernels (AIConfigurator prices kernels alone; measured tables include it).
     So do ``cuda_graph_sizes`` (the batch sizes captured as CUDA graphs, empty: none padded):
-    the other providers price a batch as they measured or tabulated it."""
+    the other providers price a batch as they measured or tabulated it. ``kernel_tables``: the
+    analytic model's measured GEMM tables and catalog MoE curves (None: its default)."""
     if name in ("aic", "auto"):
         # Imported here: the module is the only one that touches the optional extra.
         from aisimulate.perf.aic import AicPerfModel
@@ -72,6 +74,7 @@ def get_perf_model(
             nextn=nextn,
             async_scheduling=async_scheduling,
             cuda_graph_sizes=cuda_graph_sizes,
+            kernel_tables=kernel_tables,
         )
     if name == "polynomial":
         return PolynomialPerfModel()

@@ -160,8 +160,13 @@ def test_bundled_moe_curves_are_the_measured_points():
     import json
     from importlib import resources
 
-    from aisimulate.perf.points import load_curve_points, moe_curves
+    from aisimulate.perf.points import is_default_curve, load_curve_points, moe_curves
 
     data = json.loads((resources.files("aisimulate.perf") / "data" / "calibration.json").read_text())
-    measured = moe_curves(load_points(DATA) + load_curve_points(DATA))
+    curve_points = load_curve_points(DATA)
+    measured = moe_curves(load_points(DATA) + [p for p in curve_points if is_default_curve(p)])
     assert data["moe_curves"] == {f"{s}/{b}": curves for (s, b), curves in measured.items()}
+    # The other catalog shapes' curves (kernel tables) come from the curve points alone.
+    catalog = moe_curves([p for p in curve_points if not is_default_curve(p)])
+    assert data["moe_catalog_curves"] == {f"{s}/{b}": curves for (s, b), curves in catalog.items()}
+    assert "b300_sxm/vllm" in data["moe_catalog_curves"]

@@ -22,7 +22,8 @@ def _moe_point(system: str, backend: str, dtype: str, moe_tp: int, moe_ep: int, 
     with (DATA / "moe_curve_points.csv").open() as fh:
         for r in csv.DictReader(fh):
             key = (r["system"], r["backend"], r["moe_dtype"], r["moe_tp"], r["moe_ep"], r["num_tokens"])
-            if key == (system, backend, dtype, str(moe_tp), str(moe_ep), str(tokens)):
+            deepseek = (r["hidden"], r["inter"], r["num_experts"]) == ("7168", "2048", "256")
+            if deepseek and key == (system, backend, dtype, str(moe_tp), str(moe_ep), str(tokens)):
                 return float(r["latency_ms"])
     raise AssertionError("point not bundled")
 

@@ -9,7 +9,7 @@ from aisimulate.perf.kernels import (
     AttentionFit,
     CollectiveFit,
     GemmFit,
-    MoeCurve,
+    MeasuredCurve,
     MoeFit,
     all_reduce,
     context_attention,
@@ -129,7 +129,7 @@ def test_skewed_routing_loads_the_busiest_expert_parallel_gpu_more():
     assert skewed == pytest.approx(balanced * 8**0.4, rel=0.05)  # compute-bound: by the pair share
 
 
-CURVE = MoeCurve((1.0, 2.0, 4.0, 8.0), (0.1, 0.12, 0.2, 0.36), 10.0)
+CURVE = MeasuredCurve((1.0, 2.0, 4.0, 8.0), (0.1, 0.12, 0.2, 0.36), 10.0)
 
 
 @settings(max_examples=200)
