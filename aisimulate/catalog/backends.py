@@ -84,7 +84,7 @@ class BackendProfile:
     # whose measured TTFT at 4-8 users exceeds the replay by about one prefill pass at 1k and 8k
     # prompts while their TPOT agrees; which part of vLLM's pipeline (output processing behind
     # the next pass, detokenisation and streaming in the API server) it stands for, the rows do
-    # not tell (docs/fidelity.md, "vLLM aggregated").
+    # not tell (docs/fidelity.md, "vLLM aggregated: the first token comes a pass late").
     async_first_token_lag_passes: float = 0.0
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
