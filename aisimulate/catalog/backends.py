@@ -78,6 +78,14 @@ class BackendProfile:
     # Fitted: the median measured - replayed TTFT of the development split's disaggregated rows
     # of at most 16 users, rounded to 10 ms (docs/fidelity.md, "Disaggregated TTFT").
     kv_handoff_ms: float
+    # Asynchronous scheduling (``async_switch`` engines with it on): a request's first token
+    # reaches the client this many passes (of the pass that computed it) after that pass ends.
+    # Fitted on the development split's aggregated vLLM rows of asynchronous releases (0.17-0.19),
+    # whose measured TTFT at 4-8 users exceeds the replay by about one prefill pass at 1k and 8k
+    # prompts while their TPOT agrees; which part of vLLM's pipeline (output processing behind
+    # the next pass, detokenisation and streaming in the API server) it stands for, the rows do
+    # not tell (docs/fidelity.md, "vLLM aggregated: the first token comes a pass late").
+    async_first_token_lag_passes: float = 0.0
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -105,6 +113,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
             ladder=((1, 1), (2, 2), (4, 4), (8, 8), (256, 16)), max_batch_size=512, pads="tokens"
         ),
         kv_handoff_ms=260,
+        async_first_token_lag_passes=1.0,
         launch_command=("vllm", "serve"),
         dynamo_module="dynamo.vllm",
         service_prefix="Vllm",

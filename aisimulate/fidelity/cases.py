@@ -17,7 +17,7 @@ from datetime import date
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.catalog.backends import BACKENDS
 from aisimulate.errors import UnknownNameError
-from aisimulate.fidelity.client import client_of, sglang_recv_interval
+from aisimulate.fidelity.client import client_of, sglang_recv_interval, vllm_max_num_batched_tokens
 from aisimulate.fidelity.measured import MeasuredRow, RecordedWorkers
 from aisimulate.perf.calibration import e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, SglangOptions
@@ -188,6 +188,9 @@ def build_case(
         "cuda_graph_padding": cuda_graph_padding,
         "sglang": SglangOptions(scheduler_recv_interval=sglang_recv_interval(row, checkpoint)),
     }
+    batched_tokens = vllm_max_num_batched_tokens(row, checkpoint)
+    if batched_tokens is not None:
+        limits["max_num_batched_tokens"] = batched_tokens
     shapes = {"prefill": row.prefill, "decode": row.decode} if row.mode == "disagg" else {"agg": None}
     roles = {}
     for role, recorded in shapes.items():

@@ -82,6 +82,26 @@ def sglang_recv_interval(row: MeasuredRow, checkpoint: str) -> int:
     return many if row.concurrency >= 16 else few
 
 
+# ``--max-num-batched-tokens`` of InferenceX's single-node vLLM recipes, as a multiple of the
+# row's nominal input length, by the checkpoint and system that ran: the MiniMax-M2.5 B300
+# recipes (``minimaxm2.5_fp8_b300.sh``, ``minimaxm2.5_fp4_b300.sh``, the B200 recipes reused)
+# launch with 2 x ISL. Every other recipe leaves vLLM's default (8192 on these GPUs), which the
+# engine's own default already is.
+INFERENCEX_VLLM_BATCHED_TOKENS_PER_ISL: dict[tuple[str, str], int] = {
+    ("MiniMaxAI/MiniMax-M2.5", "b300_sxm"): 2,
+    ("nvidia/MiniMax-M2.5-NVFP4", "b300_sxm"): 2,
+}
+
+
+def vllm_max_num_batched_tokens(row: MeasuredRow, checkpoint: str) -> int | None:
+    """The ``--max-num-batched-tokens`` a row's vLLM server ran with when its InferenceX recipe
+    sets one; None: the engine default."""
+    if row.backend != "vllm" or row.mode != "agg" or client_of(row) is not INFERENCEX:
+        return None
+    per_isl = INFERENCEX_VLLM_BATCHED_TOKENS_PER_ISL.get((checkpoint, row.system))
+    return None if per_isl is None else per_isl * row.isl
+
+
 def client_of(row: MeasuredRow) -> Client:
     """The client that measured ``row``, from its recorded source."""
     source = row.source.strip()

@@ -150,6 +150,9 @@ class Rank(DecodeStretches, DecodeDestination):
         # vLLM's async scheduling chooses pass n+1 when pass n starts: a request that arrives
         # while pass n runs can join pass n+2 at the earliest (set by the pool builder).
         self.async_admission = False
+        # Passes (of the pass that computed it) before a first token reaches the client (set by
+        # the pool builder from the backend profile; 0: at the pass end).
+        self.first_token_lag_passes = 0.0
         self._last_start_ms = self._last_end_ms = -1.0
         self._admit_until_ms = 0.0  # waiting requests enqueued later wait for the next pass
 
@@ -581,6 +584,8 @@ class Rank(DecodeStretches, DecodeDestination):
             self.prefilling.remove(r)
             first = r.generated == 0
             self._stamp(r, end_ms, 1)
+            if first and self.first_token_lag_passes:
+                r.first_token_ms = end_ms + self.first_token_lag_passes * (end_ms - self._last_start_ms)
             if first and self.on_first_token is not None:
                 self.on_first_token(r)
             if r.generated >= r.max_output:

@@ -84,6 +84,9 @@ class EngineSpec(_Frozen):
     # vLLM's --async-scheduling: the CPU work of the next pass overlaps this pass on the GPU, so a
     # pass costs max(kernels, framework overhead) instead of their sum. None: vLLM's default (on).
     async_scheduling: bool | None = None
+    # Under asynchronous scheduling, passes (of the pass that computed it) before a request's
+    # first token reaches the client; None: the backend's (BackendProfile.async_first_token_lag_passes).
+    first_token_lag_passes: float | None = Field(default=None, ge=0)
     # CUDA-graph batch padding: a pass is priced at the next batch size the backend captures
     # (BackendProfile.cuda_graphs). Off by default: on the development rows it moved TPOT the
     # wrong way where our decode kernels are already slow (docs/fidelity.md).

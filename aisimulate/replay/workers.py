@@ -308,6 +308,11 @@ class Pool:
         for rank in ranks:
             rank.stretch_keeps_cache = self.router.reads_cached_blocks
             rank.async_admission = engine.async_scheduling
+            if engine.async_scheduling:
+                lag = spec.first_token_lag_passes
+                rank.first_token_lag_passes = (
+                    backend_profile(engine.backend).async_first_token_lag_passes if lag is None else lag
+                )
             if spec.num_g2_blocks is not None:
                 rank.tiers = host_tiers(spec, engine, self.unit, rank.pool)
                 self.collector.tiers_enabled = True

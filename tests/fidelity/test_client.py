@@ -4,7 +4,13 @@ from pathlib import Path
 import pytest
 
 from aisimulate.fidelity import ReplayCase, build_case, read_measured
-from aisimulate.fidelity.client import FIXED_LENGTHS, INFERENCEX, client_of, sglang_recv_interval
+from aisimulate.fidelity.client import (
+    FIXED_LENGTHS,
+    INFERENCEX,
+    client_of,
+    sglang_recv_interval,
+    vllm_max_num_batched_tokens,
+)
 
 SILICON = Path(__file__).parent / "data" / "silicon_small.csv"
 
@@ -70,3 +76,21 @@ def test_inferencex_sglang_aggregated_rows_poll_for_requests_as_their_recipes_la
     vllm = silicon["minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734"]
     assert sglang_recv_interval(vllm, "MiniMaxAI/MiniMax-M2.5") == 1
     assert sglang_recv_interval(replace(row, source="Qwen_Qwen3-32B.csv"), fp4) == 1
+
+
+def test_inferencex_vllm_rows_batch_the_tokens_their_recipes_launch_with(silicon):
+    row = silicon["minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734"]
+    fp8 = "MiniMaxAI/MiniMax-M2.5"
+    assert vllm_max_num_batched_tokens(row, fp8) == 2048  # the MiniMax B300 recipes: 2 x ISL
+    assert vllm_max_num_batched_tokens(replace(row, isl=8192), "nvidia/MiniMax-M2.5-NVFP4") == 16384
+    case = build_case(row)
+    assert isinstance(case, ReplayCase) and case.model == fp8
+    assert case.plan.agg.max_num_batched_tokens == 2048
+    # Other systems' recipes, other checkpoints, other clients and other backends: the default.
+    assert vllm_max_num_batched_tokens(replace(row, system="h100_sxm"), fp8) is None
+    assert vllm_max_num_batched_tokens(replace(row, source="Qwen_Qwen3-32B.csv"), fp8) is None
+    sglang = silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"]
+    assert vllm_max_num_batched_tokens(sglang, fp8) is None
+    default = build_case(replace(row, system="h100_sxm"))
+    assert isinstance(default, ReplayCase)
+    assert default.plan.agg.max_num_batched_tokens == 8192

@@ -17,6 +17,7 @@ def run(
     **engine,
 ):
     engine.setdefault("num_gpu_blocks", 16384)
+    engine.setdefault("first_token_lag_passes", 0)  # tokens at their pass end: engine timings
     plan = DeploymentPlan(
         model="meta-llama/Llama-3.1-8B",
         system="h200_sxm",

@@ -323,7 +323,7 @@ def test_an_idle_async_engine_admits_at_once():
             DeploymentPlan(
                 model="meta-llama/Llama-3.1-8B",
                 system="h200_sxm",
-                agg=EngineSpec(num_gpu_blocks=4096, async_scheduling=flag),
+                agg=EngineSpec(num_gpu_blocks=4096, async_scheduling=flag, first_token_lag_passes=0),
             ),
             workload,
             perf="polynomial",
@@ -370,3 +370,24 @@ def test_a_replay_leaves_no_reference_cycles(deployment):
         if was_enabled:
             gc.enable()
     assert left == []
+
+
+def test_an_async_vllm_engine_returns_the_first_token_a_pass_late_by_default():
+    """The backend's fitted lag: one pass of the pass that computed the first token, only under
+    asynchronous scheduling, overridable in the plan."""
+    from aisimulate.catalog.backends import backend_profile
+    from tests.replay.conftest import burst, run
+
+    lag = backend_profile("vllm").async_first_token_lag_passes
+    assert lag > 0 and backend_profile("sglang").async_first_token_lag_passes == 0
+
+    def ttft(**engine):
+        return run(burst(1, 1024, 4), capture_requests=False, **engine).summary["mean_ttft_ms"]
+
+    pass_ms = ttft(first_token_lag_passes=0)
+    assert ttft(first_token_lag_passes=None) == pytest.approx((1 + lag) * pass_ms)
+    assert ttft(first_token_lag_passes=0.5) == pytest.approx(1.5 * pass_ms)
+    # A synchronous engine emits it at the pass end whatever the setting.
+    assert ttft(first_token_lag_passes=None, async_scheduling=False) == pytest.approx(
+        ttft(first_token_lag_passes=0, async_scheduling=False)
+    )
