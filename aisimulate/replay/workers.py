@@ -175,13 +175,13 @@ class Worker:
         return window.lay_out(until_ms)
 
     def _resume(self, until_ms: float) -> float | None:
-        """At a boundary of the running window: at the end of the priced passes, every rank's
-        run is priced further; ranks with new work (or whose blocks a reservation took) book up
-        to here and are priced again from here. None when the window closes (a rank's next pass
+        """At a boundary of the running window: ranks with new work (or whose blocks a
+        reservation took) book up to here and are priced again from here; ranks whose priced
+        passes end here are priced further. None when the window closes (a rank's next pass
         must be stepped, or a timeline sample is due): every rank is then booked."""
         window = self._window
         assert window is not None
-        if window.pos >= window.passes and (window.final or not window.extend()):
+        if window.pos >= window.passes and window.final:
             self._close()
             return None
         dirty = window.dirty
@@ -195,6 +195,9 @@ class Worker:
                     self._close()
                     return None
         dirty.clear()
+        if not window.extend():
+            self._close()
+            return None
         return window.lay_out(until_ms)
 
     def _close(self) -> list[Request]:
@@ -219,7 +222,7 @@ class Worker:
             return None
         window.stop = at
         self.version += 1
-        return float(window.bounds[at])
+        return window.bounds[at]
 
     def book_ended(self, now_ms: float) -> None:
         """Book every rank's planned passes that ended by ``now_ms`` (a timeline sample reads
@@ -239,6 +242,7 @@ class Worker:
         """KV was reserved on ``rank`` at ``now_ms``: if its planned passes no longer find their
         blocks, it is priced again at the next boundary. Returns a moved event time, or None."""
         window = self._window
+        # Arrived KV reprices the rank at the next boundary anyway (its event moved there).
         if window is None or window.fits(rank.rank):
             return None
         window.dirty.add(rank.rank)
