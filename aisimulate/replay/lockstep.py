@@ -43,6 +43,14 @@ MAX_UNBOOKED_PASSES = 8 * CHUNK_PASSES
 NEVER = 1 << 62
 
 
+def next_run(rank: Rank) -> PlannedRun | None:
+    """A rank's passes from its next one (booked up to there, ready to decode) up to its next
+    completion; the run ends before a pass the rank finds no blocks for. None when that is the
+    very next pass: it must be stepped."""
+    run = rank.stretch_times(CHUNK_PASSES, first_finish=True)
+    return None if run.short and not run.times else run
+
+
 class Lane:
     """One rank's part of a window: the durations of its priced passes, the window passes in
     which its decoders complete, how far it is booked, and where its run ends (to price it
@@ -111,12 +119,11 @@ class Window:
         # sample is due).
         self.final = False
 
-    def price(self, i: int) -> bool:
-        """Price rank i's passes from ``pos`` (it is booked up to there and ready to decode) up
-        to its next completion; the window ends before a pass the rank finds no blocks for.
-        False when that is the very next pass: it must be stepped."""
-        run = self.ranks[i].stretch_times(CHUNK_PASSES, first_finish=True)
-        if run.short and not run.times:
+    def price(self, i: int, run: PlannedRun | None = None) -> bool:
+        """Price rank i's passes from ``pos`` (it is booked up to there and ready to decode)
+        unless ``run`` holds them (:func:`next_run`). False when its very next pass finds no
+        blocks: it must be stepped."""
+        if run is None and (run := next_run(self.ranks[i])) is None:
             return False
         self.lanes[i] = Lane(self.pos, run)
         return True

@@ -144,6 +144,8 @@ class DecodeStretches:
         # A KV-aware router reads which blocks are cached: then a run must not evict any.
         available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
         fit = ledger.passes_with_blocks(p, passes, available - taken_blocks)
+        if not fit:  # the next pass must preempt
+            return PlannedRun([], [], d > 0, RunTail(p, d, ctx))
         last = p + fit
         # The completions in the run's passes, looked up among the rank's (ascending).
         passes_with_finishes = self.finish_passes

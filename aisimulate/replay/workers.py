@@ -19,13 +19,14 @@ from aisimulate.perf.shape import ParallelShape
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import BlockPool
 from aisimulate.replay.kv_events import Clock
-from aisimulate.replay.lockstep import Window
+from aisimulate.replay.lockstep import Window, next_run
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import Router, make_router
 from aisimulate.replay.sglang import SglangRank
+from aisimulate.replay.stretch import PlannedRun
 
 # The rank that runs each pass shape a backend profile names.
 RANK_CLASSES: dict[str, type[Rank]] = {"mixed": Rank, "extend_or_decode": SglangRank}
@@ -161,17 +162,15 @@ class Worker:
 
     def _plan(self, now_ms: float, until_ms: float) -> float | None:
         """A window from ``now_ms`` when every rank with work only decodes; its first event."""
-        busy = []
+        runs: list[tuple[int, PlannedRun]] = []
         for rank in self.ranks:
             if rank.has_work():
-                if not rank.stretch_ready():
+                if not rank.stretch_ready() or (run := next_run(rank)) is None:
                     return None
-                busy.append(rank.rank)
-        window = Window(self.ranks, now_ms)
-        for i in busy:
-            if not window.price(i):
-                return None
-        self._window = window
+                runs.append((rank.rank, run))
+        window = self._window = Window(self.ranks, now_ms)
+        for i, run in runs:
+            window.price(i, run)
         return window.lay_out(until_ms)
 
     def _resume(self, until_ms: float) -> float | None:
@@ -195,7 +194,8 @@ class Worker:
                     self._close()
                     return None
         dirty.clear()
-        if not window.extend():
+        # Only at the end of the passes laid out can a rank's priced passes end.
+        if window.pos >= window.passes and not window.extend():
             self._close()
             return None
         return window.lay_out(until_ms)
