@@ -109,7 +109,7 @@ class Window:
     def __init__(self, ranks: list[Rank], start_ms: float) -> None:
         self.ranks = ranks
         self.lanes: list[Lane | None] = [None] * len(ranks)
-        self.bounds = [start_ms]
+        self.bounds = array("d", (start_ms,))
         self.passes = 0
         self.pos = 0
         self.stop = 0  # the boundary of the worker's next event
@@ -207,7 +207,7 @@ class Window:
                 steps = list(map(max, *(lane.durations(pos, passes) for lane in lanes)))
             else:
                 steps = lanes[0].durations(pos, passes) if lanes else [0.0] * (passes - pos)
-        bounds += accumulate(steps, initial=bounds.pop())
+        bounds.extend(accumulate(steps, initial=bounds.pop()))
         if until_ms < bounds[passes]:
             self.cap = passes = bisect_left(bounds, until_ms, pos + 1, passes + 1)
             final = True
@@ -242,7 +242,7 @@ class Window:
         if stop <= lane.booked:
             return []
         bounds, booked = self.bounds, lane.booked
-        finished = self.ranks[i].commit_stretch(array("d", bounds[booked + 1 : stop + 1]), bounds[booked])
+        finished = self.ranks[i].commit_stretch(bounds[booked + 1 : stop + 1], bounds[booked])
         lane.booked = stop
         if stop == lane.end and not lane.tail.decoders:
             self.lanes[i] = None
