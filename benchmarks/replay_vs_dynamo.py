@@ -1,7 +1,7 @@
 """Our replay against Dynamo 1.6.1's, side by side: speed and agreement of the headline metrics.
 
     python benchmarks/replay_vs_dynamo.py --dynamo-python /path/to/venv/bin/python [--quick]
-        [--disagg] [--kv-router] [--queue] [--trace PATH] [--only {kv-router,queue,trace}]
+        [--disagg] [--kv-router] [--queue] [--trace PATH] [--only {kv-router,queue,trace,disagg}]
 
 Dynamo must live in a separate environment (it ships a top-level ``aisimulate`` of its own):
 ``python -m venv dyn && dyn/bin/pip install --no-deps ai-dynamo-runtime==1.6.1 ai-dynamo==1.6.1
@@ -138,20 +138,21 @@ def main() -> int:
     parser.add_argument("--queue", action="store_true", help="also the router admission-queue rungs")
     parser.add_argument(
         "--only",
-        choices=("kv-router", "queue", "trace"),
+        choices=("kv-router", "queue", "trace", "disagg"),
         default=None,
-        help="run this rung alone (no aggregated or disaggregated ladder)",
+        help="run this rung alone (no aggregated or disaggregated ladder; disagg: that ladder alone)",
     )
     args = parser.parse_args()
     if args.only == "trace" and not args.trace:
         parser.error("--only trace needs --trace PATH")
     if args.only:
+        args.disagg = args.only == "disagg"
         args.kv_router, args.queue = args.only == "kv-router", args.only == "queue"
         args.trace = args.trace if args.only == "trace" else None
     concurrencies = (64, 256) if args.quick else (64, 256, 1024, 4096)
     rows = []
     fleets: list[tuple[str, dict]] = [] if args.only else [("agg", {"workers": 1}), ("agg", {"workers": 8})]
-    if args.disagg and not args.only:
+    if args.disagg:
         fleets += [("disagg", {"disagg": [1, 1]}), ("disagg", {"disagg": [2, 6]})]
     for mode, fleet in fleets:
         for conc in concurrencies:

@@ -16,6 +16,7 @@ a rank and its strategy never form a reference cycle.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aisimulate.replay.scheduler import ceil_div
@@ -138,8 +139,17 @@ class LedgerDecoding:
 
     def start(self, rank: Rank, r: Request, next_pass: int) -> None:
         rank._fresh.append(r)
-        r.finish_pass = next_pass + rank.ledger.start(r, next_pass) - 1
-        rank.finish_at.setdefault(r.finish_pass, []).append(r)
+        f = r.finish_pass = next_pass + rank.ledger.start(r, next_pass) - 1
+        bucket = rank.finish_at.get(f)
+        if bucket is None:
+            rank.finish_at[f] = [r]
+            passes = rank.finish_passes
+            if not passes or passes[-1] < f:
+                passes.append(f)  # the usual case: it finishes after every other decoder
+            else:
+                insort(passes, f)
+        else:
+            bucket.append(r)
         rank.dec_ctx += r.num_computed
 
     def stop(self, rank: Rank, r: Request, p: int) -> None:
@@ -151,6 +161,7 @@ class LedgerDecoding:
         bucket.remove(r)
         if not bucket:
             del rank.finish_at[r.finish_pass]
+            drop_finish_pass(rank.finish_passes, r.finish_pass)
         rank.dec_ctx -= r.num_computed
 
     def schedule(self, rank: Rank, p: int, budget: int) -> tuple[int, int, int]:
@@ -200,6 +211,14 @@ class LedgerDecoding:
                 max(0, r.max_output - self.generated(rank, r) - clip) for r in rank.decoders.values()
             )
         return float(total)
+
+
+def drop_finish_pass(passes: list[int], f: int) -> None:
+    """Take pass f out of a rank's ascending completion passes (usually the first)."""
+    if passes[0] == f:
+        del passes[0]
+    else:
+        del passes[bisect_left(passes, f)]
 
 
 def step_tokens(r: Request) -> int:

@@ -31,7 +31,7 @@ import numpy as np
 
 from aisimulate.catalog.backends import backend_profile
 from aisimulate.perf.model import PassRecord, PerfModel
-from aisimulate.replay.decoding import EXACT, LEDGER, DecodeStrategy
+from aisimulate.replay.decoding import EXACT, LEDGER, DecodeStrategy, drop_finish_pass
 from aisimulate.replay.destination import DecodeDestination
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
 from aisimulate.replay.kv_events import RankEvents
@@ -132,6 +132,7 @@ class Rank(DecodeStretches, DecodeDestination):
         self.ends_from = 0
         self._trim_at = TRIM_PASSES
         self.finish_at: dict[int, list[Request]] = {}
+        self.finish_passes: list[int] = []  # the keys of finish_at, ascending
         self.dec_ctx = 0  # sum over decoders of computed tokens at the start of the pass
         # Blocks promised to running requests to completion but not yet held (read only by
         # TRT-LLM's policy; other policies promise nothing, so it merely counts down there).
@@ -570,7 +571,10 @@ class Rank(DecodeStretches, DecodeDestination):
 
     def _finish_decoders(self, p: int, finished: list[Request]) -> None:
         """Fast path: decoders whose last token came out in pass p leave the aggregates."""
-        for r in self.finish_at.pop(p, ()):
+        bucket = self.finish_at.pop(p, ())
+        if bucket:
+            drop_finish_pass(self.finish_passes, p)
+        for r in bucket:
             del self.decoders[r.admit_seq]
             self.ledger.finish(r, p)
             self._materialize(r, p + 1)

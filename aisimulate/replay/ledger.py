@@ -12,7 +12,7 @@ the interface; :class:`OneTokenLedger` and :class:`BurstLedger` implement it.
 from __future__ import annotations
 
 import math
-from itertools import repeat
+from itertools import accumulate
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -20,7 +20,7 @@ import numpy as np
 from aisimulate.replay.scheduler import ceil_div
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Sequence
 
     from aisimulate.replay.request import Request
 
@@ -63,9 +63,10 @@ class Ledger(Protocol):
         """Tokens the decoders emit over ``passes`` passes from ``p``."""
         ...
 
-    def increments(self, p: int, passes: int, decoders: int) -> Iterable[int]:
-        """Tokens emitted at each of the ``passes`` passes from ``p`` when ``decoders`` of the
-        registered ones still step in them (the others finished in an earlier pass)."""
+    def contexts(self, context_tokens: int, p: int, passes: int, decoders: int) -> Sequence[int]:
+        """The batch's summed context after each of the ``passes`` passes from ``p``, from
+        ``context_tokens`` before them, when ``decoders`` of the registered ones still step in
+        them (the others finished in an earlier pass)."""
         ...
 
     def blocks_over(self, p: int, passes: int) -> int:
@@ -183,9 +184,11 @@ class OneTokenLedger:
     def tokens_over(self, p: int, passes: int) -> int:
         return self.decoders * passes
 
-    def increments(self, p: int, passes: int, decoders: int) -> Iterable[int]:
-        """One token per decoder stepping: ``decoders`` at each of the passes."""
-        return repeat(decoders, passes)
+    def contexts(self, context_tokens: int, p: int, passes: int, decoders: int) -> Sequence[int]:
+        """One token per decoder stepping: ``decoders`` more at each of the passes."""
+        if not decoders:
+            return [context_tokens] * passes
+        return range(context_tokens + decoders, context_tokens + decoders * passes + 1, decoders)
 
     def blocks_over(self, p: int, passes: int) -> int:
         """Blocks the decoders take over ``passes`` passes from ``p``."""
@@ -273,11 +276,13 @@ class BurstLedger:
         i = p - self.base
         return int(self._tokens[i : i + passes].sum())
 
-    def increments(self, p: int, passes: int, decoders: int) -> Iterable[int]:
+    def contexts(self, context_tokens: int, p: int, passes: int, decoders: int) -> Sequence[int]:
         del decoders  # a finished decoder's bursts end with its last step: the totals know
         i = p - self.base
         steps: list[int] = self._tokens[i : i + passes].tolist()
-        return steps
+        after = list(accumulate(steps, initial=context_tokens))
+        del after[0]
+        return after
 
     def blocks_over(self, p: int, passes: int) -> int:
         i = p - self.base

@@ -12,171 +12,224 @@ only where something happens:
 * new work on a rank (arrived KV, a queued request): it takes effect at the next pass boundary,
   where only that rank is booked and priced again from there (:meth:`Worker.cut` moves the
   event, :meth:`Worker.begin` reprices);
-* the end of the passes priced so far, where every rank's run is priced a chunk further
+* the end of the passes priced so far, where the ranks that reached it are priced further
   (:meth:`Window.extend`), or where the window closes: every rank is booked and the worker plans
   or steps its next pass afresh.
+
+Each rank is priced lazily, up to its next completion (at most :data:`CHUNK_PASSES` ahead):
+new work reprices a rank from the next boundary, so passes priced further ahead would mostly be
+priced again. The passes are laid out in plain lists: a window holds a few passes per event,
+too few for array calls to pay for themselves.
 """
 
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 if TYPE_CHECKING:
     from aisimulate.replay.engine import Rank
     from aisimulate.replay.request import Request
     from aisimulate.replay.stretch import PlannedRun
 
-# Passes priced at a time. New work on a rank reprices its run up to the end of the passes
-# priced so far, so a short chunk wastes less pricing on hand-offs; but each chunk costs an
-# event and a pricing call per rank (on the flagship replay 64 beat 16 and 256).
+# The most passes a rank is priced ahead of its next completion.
 CHUNK_PASSES = 64
 # A rank left unbooked this many passes behind is booked when the window extends, which bounds
-# the window's arrays.
+# the window's lists; passes every rank booked are dropped this many at a time.
 MAX_UNBOOKED_PASSES = 8 * CHUNK_PASSES
+# Past any pass of the window.
+NEVER = 1 << 62
+
+
+def next_run(rank: Rank) -> PlannedRun | None:
+    """A rank's passes from its next one (booked up to there, ready to decode) up to its next
+    completion; the run ends before a pass the rank finds no blocks for. None when that is the
+    very next pass: it must be stepped."""
+    run = rank.stretch_times(CHUNK_PASSES, first_finish=True)
+    return None if run.short and not run.times else run
 
 
 class Lane:
-    """One rank's part of a window: where its priced passes end, the window passes in which its
-    decoders complete, how far it is booked, and where its run ends (to price it further)."""
+    """One rank's part of a window: the durations of its priced passes, the window passes in
+    which its decoders complete, how far it is booked, and where its run ends (to price it
+    further)."""
 
-    __slots__ = ("booked", "end", "finishes", "next_finish", "short", "tail")
+    __slots__ = ("booked", "end", "finishes", "first", "next_at", "short", "tail", "times")
 
     def __init__(self, first: int, run: PlannedRun) -> None:
         self.booked = first  # window passes before this are booked on the rank
+        self.first = first  # the window pass of times[0]
         self.end = first  # the window pass after the lane's last priced one
-        self.finishes: list[int] = []
-        self.next_finish = 0  # index into finishes of the next one not yet published
+        self.times: list[float] = []
+        self.finishes: list[int] = []  # completions not yet published, in order
+        self.next_at = NEVER  # the first of them (past the window's end when none is)
         self.add(run)
 
     def add(self, run: PlannedRun) -> None:
         """Append a run priced from the lane's end."""
         end = self.end
-        self.finishes.extend(end + f for f in run.finishes)
+        if run.finishes:
+            self.finishes += [end + f for f in run.finishes]
+            self.next_at = self.finishes[0]
+        self.times += run.times
         self.end = end + len(run.times)
         self.short, self.tail = run.short, run.tail
 
-    def upcoming(self) -> int:
-        """The window pass of the lane's next completion not yet published (past the window's
-        end when none is)."""
-        finishes, i = self.finishes, self.next_finish
-        return finishes[i] if i < len(finishes) else 1 << 62
+    def publish(self) -> None:
+        """Its next completion is published."""
+        finishes = self.finishes
+        del finishes[0]
+        self.next_at = finishes[0] if finishes else NEVER
 
-    def shift(self, passes: int) -> None:
-        """The window dropped its first ``passes`` passes."""
+    def durations(self, pos: int, passes: int) -> list[float]:
+        """Its pass durations from window pass ``pos`` to ``passes`` (0 past its end)."""
+        steps = self.times[pos - self.first : passes - self.first]
+        if len(steps) < passes - pos:
+            steps += [0.0] * (passes - pos - len(steps))
+        return steps
+
+    def shift(self, passes: int, pos: int) -> None:
+        """The window dropped its first ``passes`` passes (``pos`` the first not ended)."""
+        del self.times[: pos - self.first]
+        self.first = pos - passes
         self.booked -= passes
         self.end -= passes
-        self.finishes = [f - passes for f in self.finishes[self.next_finish :]]
-        self.next_finish = 0
+        self.finishes = [f - passes for f in self.finishes]
+        if self.finishes:
+            self.next_at = self.finishes[0]
 
 
 class Window:
     """Decode-only passes of a worker's ranks from ``bounds[0]``: window pass k runs from
-    ``bounds[k]`` to ``bounds[k + 1]``. Passes are priced up to ``passes``; those before ``pos``
-    have ended and been settled."""
+    ``bounds[k]`` to ``bounds[k + 1]``. Passes are laid out up to ``passes``; those before
+    ``pos`` have ended and been settled."""
 
     def __init__(self, ranks: list[Rank], start_ms: float) -> None:
         self.ranks = ranks
         self.lanes: list[Lane | None] = [None] * len(ranks)
-        self.durations = np.zeros((len(ranks), CHUNK_PASSES))
-        self.bounds = np.full(CHUNK_PASSES + 1, start_ms)
-        self.passes = CHUNK_PASSES
+        self.bounds = array("d", (start_ms,))
+        self.passes = 0
         self.pos = 0
         self.stop = 0  # the boundary of the worker's next event
+        self.cap = NEVER  # a timeline sample is due in this pass: the window closes after it
         self.dirty: set[int] = set()  # ranks to price again at the next boundary
         # The window closes at ``passes`` (a rank runs short of blocks there, or a timeline
         # sample is due).
         self.final = False
 
-    def price(self, i: int) -> bool:
-        """Price rank i's passes from ``pos`` (it is booked up to there and ready to decode);
-        the window ends before a pass the rank finds no blocks for. False when that is the very
-        next pass: it must be stepped."""
-        run = self.ranks[i].stretch_times(self.passes - self.pos)
-        if run.short and not run.times:
+    def price(self, i: int, run: PlannedRun | None = None) -> bool:
+        """Price rank i's passes from ``pos`` (it is booked up to there and ready to decode)
+        unless ``run`` holds them (:func:`next_run`). False when its very next pass finds no
+        blocks: it must be stepped."""
+        if run is None and (run := next_run(self.ranks[i])) is None:
             return False
-        lane = self.lanes[i] = Lane(self.pos, run)
-        row = self.durations[i]
-        row[self.pos :] = 0.0
-        row[self.pos : lane.end] = run.times
-        if run.short:
-            self.passes, self.final = lane.end, True
+        self.lanes[i] = Lane(self.pos, run)
         return True
 
     def extend(self) -> bool:
-        """At the end of the priced passes: drop the passes every rank booked and price every
-        rank's run a chunk further. False when a rank's next pass finds no blocks (the window
-        must close)."""
-        pos = self.pos
-        for i, lane in enumerate(self.lanes):
-            if lane is not None and lane.booked < pos - MAX_UNBOOKED_PASSES:
+        """At a boundary: the ranks whose priced passes end here are priced on to their next
+        completion. False when such a rank's next pass finds no blocks (the window must
+        close)."""
+        pos, lanes = self.pos, self.lanes
+        shift = pos
+        for i, lane in enumerate(lanes):
+            if lane is None:
+                continue
+            if lane.booked < pos - MAX_UNBOOKED_PASSES:
                 self.commit(i, pos)
-        lanes = [(i, lane) for i, lane in enumerate(self.lanes) if lane is not None]
-        shift = min([pos, *(lane.booked for _, lane in lanes)])
-        kept = pos - shift
-        durations = np.zeros((len(self.ranks), kept + CHUNK_PASSES))
-        durations[:, :kept] = self.durations[:, shift:pos]
-        bounds = np.empty(kept + CHUNK_PASSES + 1)
-        bounds[: kept + 1] = self.bounds[shift : pos + 1]
-        self.durations, self.bounds = durations, bounds
-        self.pos = self.stop = kept
-        passes = kept + CHUNK_PASSES
-        for _, lane in lanes:
-            lane.shift(shift)
-        for i, lane in lanes:
+            elif lane.booked < shift:
+                shift = lane.booked
+            if lane.end > pos or lane.short or not lane.tail.decoders:
+                continue
             rank = self.ranks[i]
-            run = rank.stretch_times(CHUNK_PASSES, lane.tail, rank.stretch_blocks(lane.end - lane.booked))
+            blocks = rank.stretch_blocks(lane.end - lane.booked) if lane.end > lane.booked else 0
+            run = rank.stretch_times(CHUNK_PASSES, lane.tail, blocks, first_finish=True)
             if run.short and not run.times:
                 return False
-            durations[i, lane.end : lane.end + len(run.times)] = run.times
             lane.add(run)
-            if run.short:
-                passes, self.final = min(passes, lane.end), True
-        self.passes = passes
+        if shift >= MAX_UNBOOKED_PASSES:
+            self._shift(shift)
         return True
+
+    def _shift(self, passes: int) -> None:
+        """Drop the first ``passes`` passes (every rank booked them)."""
+        del self.bounds[:passes]
+        for lane in self.lanes:
+            if lane is not None:
+                lane.shift(passes, self.pos)
+        self.pos -= passes
+        self.stop -= passes
+        self.passes -= passes
+        if self.cap != NEVER:
+            self.cap -= passes
 
     def drop(self, i: int) -> None:
         """Rank i has no passes from ``pos`` on."""
         self.lanes[i] = None
-        self.durations[i, self.pos :] = 0.0
 
     def lay_out(self, until_ms: float = float("inf")) -> float:
         """Pass ends from ``pos`` on (each pass the slowest rank's duration after the previous
-        end, summed one by one as stepping would) and the worker's next event: the earliest
-        completion, or the end of the priced passes. The window closes at the first pass that
-        ends at or after ``until_ms`` (a timeline sample reads the booked state there). Returns
-        the event's time."""
-        pos, passes = self.pos, self.passes
-        bounds = self.bounds
-        bounds[pos + 1 : passes + 1] = self.durations[:, pos:passes].max(axis=0)
-        np.add.accumulate(bounds[pos : passes + 1], out=bounds[pos : passes + 1])
+        end, summed one by one as stepping would) up to the first rank's end of priced passes,
+        and the worker's next event: the earliest completion, or that end. The window closes
+        at the first pass that ends at or after ``until_ms`` (a timeline sample reads the booked
+        state there). Returns the event's time."""
+        pos, cap, bounds = self.pos, self.cap, self.bounds
+        del bounds[pos + 1 :]
+        if len(self.lanes) == 1:  # one rank: its passes as priced
+            lane = self.lanes[0]
+            if lane is None:
+                passes, final, steps, stop = pos, False, [], NEVER
+            else:
+                passes, final, stop = lane.end, lane.short, lane.next_at + 1
+                if cap <= passes:
+                    passes, final = cap, True
+                first = lane.first
+                steps = lane.times[pos - first : passes - first]
+        else:
+            lanes = [lane for lane in self.lanes if lane is not None]
+            passes, final, stop = NEVER, False, NEVER
+            for lane in lanes:
+                if lane.short:
+                    if lane.end <= passes:
+                        passes, final = lane.end, True
+                elif lane.tail.decoders and lane.end < passes:
+                    passes, final = lane.end, False
+                if lane.next_at < stop:
+                    stop = lane.next_at
+            stop += 1
+            if passes == NEVER:  # every rank's decoders finish in the passes priced
+                passes = max([pos, *(lane.end for lane in lanes)])
+            if cap <= passes:
+                passes, final = cap, True
+            if len(lanes) > 1:
+                steps = list(map(max, *(lane.durations(pos, passes) for lane in lanes)))
+            else:
+                steps = lanes[0].durations(pos, passes) if lanes else [0.0] * (passes - pos)
+        bounds.extend(accumulate(steps, initial=bounds.pop()))
         if until_ms < bounds[passes]:
-            ended = int(bounds[pos + 1 : passes + 1].searchsorted(until_ms, side="left"))
-            self.passes = passes = pos + ended + 1
-            self.final = True
-        stop = passes
-        for lane in self.lanes:
-            if lane is not None:
-                stop = min(stop, lane.upcoming() + 1)
-        self.stop = stop
-        return float(bounds[stop])
+            self.cap = passes = bisect_left(bounds, until_ms, pos + 1, passes + 1)
+            final = True
+        if stop > passes:
+            stop = passes
+        self.passes, self.final, self.stop = passes, final, stop
+        return bounds[stop]
 
     def active_ahead(self) -> bool:
         """Whether any rank still decodes in the window (a rank whose decoders all finished
         leaves it)."""
-        return any(lane is not None for lane in self.lanes)
+        return self.lanes.count(None) < len(self.lanes)
 
     def ended(self, now_ms: float) -> int:
         """Window passes that ended by ``now_ms`` (their completions are published: each has an
         event at its end)."""
-        return int(self.bounds[1 : self.passes + 1].searchsorted(now_ms, side="right"))
+        return bisect_right(self.bounds, now_ms, 1, self.passes + 1) - 1
 
     def started(self, now_ms: float, busy: bool) -> int:
         """Window passes started by ``now_ms`` (a pass ending now has not been followed yet,
         unless the worker already began the next one: ``busy``)."""
-        ended = int(self.bounds[1 : self.passes + 1].searchsorted(now_ms, side="left"))
+        ended = bisect_left(self.bounds, now_ms, 1, self.passes + 1) - 1
         return max(ended + 1, self.pos + busy)
 
     def commit(self, i: int, upto: int) -> list[Request]:
@@ -188,8 +241,8 @@ class Window:
         stop = min(upto, lane.end)
         if stop <= lane.booked:
             return []
-        ends = array("d", self.bounds[lane.booked + 1 : stop + 1].tobytes())
-        finished = self.ranks[i].commit_stretch(ends, float(self.bounds[lane.booked]))
+        bounds, booked = self.bounds, lane.booked
+        finished = self.ranks[i].commit_stretch(bounds[booked + 1 : stop + 1], bounds[booked])
         lane.booked = stop
         if stop == lane.end and not lane.tail.decoders:
             self.lanes[i] = None
@@ -201,9 +254,9 @@ class Window:
         stop = self.stop
         finished: list[Request] = []
         for i, lane in enumerate(self.lanes):
-            if lane is not None and lane.upcoming() == stop - 1:
-                lane.next_finish += 1
-                finished.extend(self.commit(i, stop))
+            if lane is not None and lane.next_at == stop - 1:
+                lane.publish()
+                finished += self.commit(i, stop)
         self.pos = stop
         return finished
 

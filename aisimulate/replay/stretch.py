@@ -11,7 +11,8 @@ lock-step ranks side by side: one event per completion or arrival instead of one
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from aisimulate.perf.model import PassRecord
@@ -71,6 +72,7 @@ class DecodeStretches:
     pass_idx: int
     pass_end_ms: array[float]
     finish_at: dict[int, list[Request]]
+    finish_passes: list[int]
     dec_ctx: int
     reserved_blocks: int
     last_pass: PassRecord | None
@@ -109,57 +111,63 @@ class DecodeStretches:
             return False
         return not self.prefilling and bool(self.decoders) and not self._head_could_start()
 
-    def _price_passes(self, times: list[float], d: int, ctx: int, increments: Iterable[int]) -> int:
-        """Append the durations of decode-only passes of ``d`` decoders whose summed context
-        grows by ``increments``; return the context after them. The price is bound once per batch
-        size (a batch shrinks and grows by one request at a time): a straight line in the
-        context where the provider knows one, else its bound pricer."""
+    def _price_passes(self, times: list[float], d: int, contexts: Sequence[int], ctx: int) -> int:
+        """Append the durations of decode-only passes of ``d`` decoders whose summed context is
+        ``contexts`` after each (``ctx`` before them); return the context after them. The price
+        is bound once per batch size (a batch shrinks and grows by one request at a time): a
+        straight line in the context where the provider knows one, else its bound pricer."""
+        if not contexts:
+            return ctx
         price = self._pricers.get(d)
         if price is None:
             perf, tps, capacity = self.perf, self.tokens_per_step, self.capacity_tokens
             price = perf.decode_line(d, tps, capacity) or perf.decode_pricer(d, tps, capacity)
             self._pricers[d] = price
-        append = times.append
         if isinstance(price, tuple):
             base, slope = price
-            for tokens in increments:
-                ctx += tokens
-                append(base + slope * ctx)
+            times += [base + slope * c for c in contexts]
         else:
-            for tokens in increments:
-                ctx += tokens
-                append(price(ctx))
-        return ctx
+            times += map(price, contexts)
+        return contexts[-1]
 
-    def stretch_times(self, passes: int, start: RunTail | None = None, taken_blocks: int = 0) -> PlannedRun:
+    def stretch_times(
+        self, passes: int, start: RunTail | None = None, taken_blocks: int = 0, *, first_finish: bool = False
+    ) -> PlannedRun:
         """Up to ``passes`` decode-only passes from the next one (or from ``start``, where an
         earlier run ended, its passes holding ``taken_blocks`` not booked yet), the batch
-        shrinking at each completion the ledger holds. The run stops short before a pass that
-        finds no KV blocks (counted as if no decoder left: a conservative stop, after which the
-        pass is planned again), and ends with its last decoder. Nothing changes until
-        :meth:`commit_stretch`."""
+        shrinking at each completion the ledger holds (``first_finish``: the run ends with the
+        pass of its first completion). The run stops short before a pass that finds no KV blocks
+        (counted as if no decoder left: a conservative stop, after which the pass is planned
+        again), and ends with its last decoder. Nothing changes until :meth:`commit_stretch`."""
         p, d, ctx = start if start is not None else (self.pass_idx, len(self.decoders), self.dec_ctx)
         ledger, finish_at = self.ledger, self.finish_at
         # A KV-aware router reads which blocks are cached: then a run must not evict any.
         available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
         fit = ledger.passes_with_blocks(p, passes, available - taken_blocks)
+        if not fit:  # the next pass must preempt
+            return PlannedRun([], [], d > 0, RunTail(p, d, ctx))
         last = p + fit
-        # A run under KV pressure fits few passes: look those up rather than scan every pass a
-        # completion is filed on (one per decoder at most).
-        if last - p < len(finish_at):
-            finishes = [f for f in range(p, last) if f in finish_at]
+        # The completions in the run's passes, looked up among the rank's (ascending).
+        passes_with_finishes = self.finish_passes
+        i = bisect_left(passes_with_finishes, p)
+        if first_finish:
+            finishes = passes_with_finishes[i : i + 1]
+            if finishes and finishes[0] < last:
+                fit, last = passes, finishes[0] + 1  # it ends there, not short of blocks
+            else:
+                finishes = []
         else:
-            finishes = sorted(f for f in finish_at if p <= f < last)
+            finishes = passes_with_finishes[i : bisect_left(passes_with_finishes, last, i)]
         times: list[float] = []
         k = p
         for f in finishes:
-            ctx = self._price_passes(times, d, ctx, ledger.increments(k, f + 1 - k, d))
+            ctx = self._price_passes(times, d, ledger.contexts(ctx, k, f + 1 - k, d), ctx)
             k = f + 1
             for r in finish_at[f]:  # the terminal token it emitted is never computed
                 ctx -= r.dec_nc0 + ledger.done(r, k - r.dec_pass0)
             d -= len(finish_at[f])
         if d and k < last:
-            ctx = self._price_passes(times, d, ctx, ledger.increments(k, last - k, d))
+            ctx = self._price_passes(times, d, ledger.contexts(ctx, k, last - k, d), ctx)
             k = last
         return PlannedRun(times, [f - p for f in finishes], fit < passes and d > 0, RunTail(k, d, ctx))
 

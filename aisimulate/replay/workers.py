@@ -19,13 +19,14 @@ from aisimulate.perf.shape import ParallelShape
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import BlockPool
 from aisimulate.replay.kv_events import Clock
-from aisimulate.replay.lockstep import Window
+from aisimulate.replay.lockstep import Window, next_run
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import Router, make_router
 from aisimulate.replay.sglang import SglangRank
+from aisimulate.replay.stretch import PlannedRun
 
 # The rank that runs each pass shape a backend profile names.
 RANK_CLASSES: dict[str, type[Rank]] = {"mixed": Rank, "extend_or_decode": SglangRank}
@@ -161,27 +162,25 @@ class Worker:
 
     def _plan(self, now_ms: float, until_ms: float) -> float | None:
         """A window from ``now_ms`` when every rank with work only decodes; its first event."""
-        busy = []
+        runs: list[tuple[int, PlannedRun]] = []
         for rank in self.ranks:
             if rank.has_work():
-                if not rank.stretch_ready():
+                if not rank.stretch_ready() or (run := next_run(rank)) is None:
                     return None
-                busy.append(rank.rank)
-        window = Window(self.ranks, now_ms)
-        for i in busy:
-            if not window.price(i):
-                return None
-        self._window = window
+                runs.append((rank.rank, run))
+        window = self._window = Window(self.ranks, now_ms)
+        for i, run in runs:
+            window.price(i, run)
         return window.lay_out(until_ms)
 
     def _resume(self, until_ms: float) -> float | None:
-        """At a boundary of the running window: at the end of the priced passes, every rank's
-        run is priced further; ranks with new work (or whose blocks a reservation took) book up
-        to here and are priced again from here. None when the window closes (a rank's next pass
+        """At a boundary of the running window: ranks with new work (or whose blocks a
+        reservation took) book up to here and are priced again from here; ranks whose priced
+        passes end here are priced further. None when the window closes (a rank's next pass
         must be stepped, or a timeline sample is due): every rank is then booked."""
         window = self._window
         assert window is not None
-        if window.pos >= window.passes and (window.final or not window.extend()):
+        if window.pos >= window.passes and window.final:
             self._close()
             return None
         dirty = window.dirty
@@ -195,6 +194,10 @@ class Worker:
                     self._close()
                     return None
         dirty.clear()
+        # Only at the end of the passes laid out can a rank's priced passes end.
+        if window.pos >= window.passes and not window.extend():
+            self._close()
+            return None
         return window.lay_out(until_ms)
 
     def _close(self) -> list[Request]:
@@ -219,7 +222,7 @@ class Worker:
             return None
         window.stop = at
         self.version += 1
-        return float(window.bounds[at])
+        return window.bounds[at]
 
     def book_ended(self, now_ms: float) -> None:
         """Book every rank's planned passes that ended by ``now_ms`` (a timeline sample reads
@@ -239,6 +242,7 @@ class Worker:
         """KV was reserved on ``rank`` at ``now_ms``: if its planned passes no longer find their
         blocks, it is priced again at the next boundary. Returns a moved event time, or None."""
         window = self._window
+        # Arrived KV reprices the rank at the next boundary anyway (its event moved there).
         if window is None or window.fits(rank.rank):
             return None
         window.dirty.add(rank.rank)

@@ -72,7 +72,8 @@ def test_ledger_totals_are_the_sum_of_every_step(kind):
         for k in (1, 5, 64, 150):
             assert ledger.blocks_over(p, k) == blocks[p : p + k].sum()
             assert ledger.tokens_over(p, k) == tokens[p : p + k].sum()
-            assert list(ledger.increments(p, k, ledger.tokens(p))) == tokens[p : p + k].tolist()
+            after = 1000 + tokens[p : p + k].cumsum()
+            assert list(ledger.contexts(1000, p, k, ledger.tokens(p))) == after.tolist()
             for room in (0, 3, 17, 400):
                 fits = int(np.searchsorted(np.cumsum(blocks[p : p + k]), room, side="right"))
                 assert ledger.passes_with_blocks(p, k, room) == fits

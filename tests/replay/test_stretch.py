@@ -74,6 +74,18 @@ def test_a_run_spans_completions_and_the_batch_shrinks_at_each():
     assert rank.stretch_times(1).times == pytest.approx([decode_ms(127 + 11, capacity)], rel=1e-12)
 
 
+def test_a_run_to_the_first_completion_stops_there_and_goes_on_from_its_tail():
+    rank, _ = decoding_rank(100, 4, 7, 30)
+    whole = rank.stretch_times(10)
+    head = rank.stretch_times(10, first_finish=True)
+    assert head.finishes == [2] and head.times == whole.times[:3] and not head.short
+    assert head.tail.pass_idx == rank.pass_idx + 3 and head.tail.decoders == 2
+    rest = rank.stretch_times(7, head.tail, rank.stretch_blocks(3), first_finish=True)
+    assert rest.finishes == [2] and head.times + rest.times == whole.times[:6]
+    # No completion within reach: the run is as long as asked.
+    assert len(rank.stretch_times(2, first_finish=True).times) == 2
+
+
 def test_a_run_ends_with_its_last_decoder():
     rank, _ = decoding_rank(100, 3, 5)
     run = rank.stretch_times(32)
@@ -139,6 +151,37 @@ def test_lock_step_ranks_planned_ahead_run_the_stepped_passes(monkeypatch, backe
             assert fast.summary[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
     pairs = zip(fast.requests, step.requests, strict=True)
     assert all(a["e2e_latency_ms"] == pytest.approx(b["e2e_latency_ms"], rel=1e-9) for a, b in pairs)
+
+
+def test_planned_passes_are_priced_once_not_again_at_every_hand_off(monkeypatch):
+    # Hand-offs join the decode ranks every few passes: each reprices its rank from the next
+    # boundary, so passes are priced only up to the rank's next completion, never a long chunk
+    # ahead that the next hand-off would price again.
+    priced, booked = [0], [0]
+    stretch_times, commit_stretch = Rank.stretch_times, Rank.commit_stretch
+
+    def counted_times(self, *args, **kwargs):
+        run = stretch_times(self, *args, **kwargs)
+        priced[0] += len(run.times)
+        return run
+
+    def counted_commit(self, ends, start_ms):
+        booked[0] += len(ends)
+        return commit_stretch(self, ends, start_ms)
+
+    monkeypatch.setattr(Rank, "stretch_times", counted_times)
+    monkeypatch.setattr(Rank, "commit_stretch", counted_commit)
+    plan = DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        mode="disagg",
+        prefill=EngineSpec(),
+        decode=EngineSpec(replicas=2),
+        frontend_latency_ms=0,
+    )
+    simulate(plan, SyntheticWorkload(isl=600, osl=300, num_requests=600, concurrency=120), perf="polynomial")
+    # (Priced 64 passes ahead, a hand-off repriced what was priced: 3.2 times the passes run.)
+    assert booked[0] > 3000 and priced[0] < 2.5 * booked[0]
 
 
 def test_lock_step_ranks_planned_ahead_match_the_exact_loop():
