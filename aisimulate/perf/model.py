@@ -231,6 +231,15 @@ class PerfModel(Protocol):
         multiply-add each instead of a call (equal to ``decode_pricer`` to rounding)."""
         ...
 
+    def decode_run_pricer(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> Callable[[np.ndarray], np.ndarray] | None:
+        """``decode_pricer`` over a run of passes at once (their summed contexts in, their
+        prices out, equal to the bit), where the provider computes it with the scalar's
+        operations in the scalar's order (None elsewhere): a long planned run then costs one
+        vectorised call instead of a call per pass."""
+        ...
+
 
 def time_ms_pricer(
     perf: PerfModel, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
@@ -267,6 +276,12 @@ class ScalarPassTimes:
     ) -> tuple[float, float] | None:
         del decode_requests, tokens_per_step, kv_capacity_tokens
         return None  # no straight line known: priced through decode_pricer
+
+    def decode_run_pricer(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> Callable[[np.ndarray], np.ndarray] | None:
+        del decode_requests, tokens_per_step, kv_capacity_tokens
+        return None  # no bit-equal vectorised price: priced pass by pass
 
 
 class SpelledOutDecodeTimes(ScalarPassTimes):

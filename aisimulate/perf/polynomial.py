@@ -89,6 +89,12 @@ class PolynomialPerfModel(ScalarPassTimes):
             return lambda ctx: decode_ms(ctx, kv_capacity_tokens) / speedup
         return lambda ctx: decode_ms(ctx, kv_capacity_tokens)
 
+    def decode_run_pricer(
+        self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        decode_only = self._decode_only
+        return lambda contexts: decode_only(contexts, kv_capacity_tokens)
+
     def explain(self, batch: BatchShape) -> PassBreakdown:
         prefill, decode = self._parts(
             batch.prefill_tokens,
@@ -139,9 +145,9 @@ class PolynomialPerfModel(ScalarPassTimes):
 
     def _decode_only(self, active_kv_tokens: np.ndarray, capacity: float) -> np.ndarray:
         """Passes that each decode at least one sequence."""
-        # In place and through the ufuncs themselves: decode stretches call this with a few
-        # passes each, where per-call overhead, not arithmetic, is the cost. Same operations in
-        # the same order as (Q * u + L) * u + C.
+        # In place and through the ufuncs themselves: per-call overhead, not arithmetic, is the
+        # cost of short runs. The scalar's operations in its order, Q * u * u + L * u + C, so
+        # that a planned run priced here equals one priced pass by pass to the bit.
         active = np.asarray(active_kv_tokens, dtype=np.float64)
         if capacity > 0:
             u = active / capacity
@@ -149,8 +155,8 @@ class PolynomialPerfModel(ScalarPassTimes):
         else:
             u = np.ones_like(active)
         total = u * DECODE_QUADRATIC
-        total += DECODE_LINEAR
         total *= u
+        total += u * DECODE_LINEAR
         total += DECODE_CONSTANT
         np.maximum(total, DECODE_FLOOR_MS, out=total)
         if self.speedup_ratio > 0:

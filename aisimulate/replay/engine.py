@@ -148,6 +148,7 @@ class Rank(DecodeStretches, DecodeDestination):
         self.last_pass: PassRecord | None = None  # None before the first pass
         # Decode-pass prices bound per batch size (see stretch.py).
         self._pricers: dict[int, tuple[float, float] | Callable[[float], float]] = {}
+        self._run_pricers: dict[int, Callable[[np.ndarray], np.ndarray] | None] = {}
         # vLLM's async scheduling chooses pass n+1 when pass n starts: a request that arrives
         # while pass n runs can join pass n+2 at the earliest (set by the pool builder).
         self.async_admission = False

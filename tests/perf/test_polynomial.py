@@ -91,3 +91,20 @@ def test_mixed_pass_is_prefill_plus_decode_and_speedup_divides():
     expected = reference_prefill(1000) + reference_decode(0.2)
     assert PolynomialPerfModel().pass_time_ms(batch) == pytest.approx(expected)
     assert PolynomialPerfModel(speedup_ratio=2.0).pass_time_ms(batch) == pytest.approx(expected / 2)
+
+
+@pytest.mark.parametrize("speedup", [1.0, 2.5, 0.0])
+@pytest.mark.parametrize("capacity", [0, 1, 777, 1_048_576])
+def test_a_run_priced_at_once_equals_its_passes_priced_one_by_one_to_the_bit(speedup, capacity):
+    """Utilisation below, at and above 1, near the floor and far from it: same operations in
+    the same order, so a planned run's prices do not depend on which path priced it."""
+    model = PolynomialPerfModel(speedup_ratio=speedup)
+    contexts = [0, 1, 7, 100, 523, 777, 778, 4_096, 99_991, 524_287, 1_048_575, 1_048_576, 2_000_003]
+    contexts += list(range(3, 3_000_000, 29_989))
+    for decoders in (1, 64, 256):
+        scalar = model.decode_pricer(decoders, 1.0, capacity)
+        run = model.decode_run_pricer(decoders, 1.0, capacity)
+        assert run(np.asarray(contexts, dtype=np.float64)).tolist() == [scalar(c) for c in contexts]
+        # the same passes as the spelled-out vectorised path
+        times = model.decode_times_ms(decoders, 1.0, capacity, np.asarray(contexts, dtype=np.float64))
+        assert times.tolist() == [scalar(c) for c in contexts]

@@ -10,6 +10,7 @@ from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.request import Request
+from aisimulate.replay.stretch import RUN_PRICE_PASSES
 from aisimulate.replay.workers import Worker
 from aisimulate.workload import SyntheticWorkload
 from aisimulate.workload.request import RequestSpec
@@ -84,6 +85,25 @@ def test_a_run_to_the_first_completion_stops_there_and_goes_on_from_its_tail():
     assert rest.finishes == [2] and head.times + rest.times == whole.times[:6]
     # No completion within reach: the run is as long as asked.
     assert len(rank.stretch_times(2, first_finish=True).times) == 2
+
+
+def test_a_long_run_is_priced_with_one_vectorised_call_equal_to_the_bit(monkeypatch):
+    rank, _ = decoding_rank(100, 3 + RUN_PRICE_PASSES, 300)
+    capacity, calls = rank.capacity_tokens, []
+    price_run = rank.perf.decode_run_pricer
+
+    def spy(*args):
+        run = price_run(*args)
+        return lambda contexts: calls.append(len(contexts)) or run(contexts)
+
+    monkeypatch.setattr(rank.perf, "decode_run_pricer", spy)
+    # Two decoders for 2 + RUN_PRICE_PASSES passes (long: one call), then 3 alone (short: per pass).
+    run = rank.stretch_times(5 + RUN_PRICE_PASSES)
+    two = RUN_PRICE_PASSES + 2
+    expected = [decode_ms(2 * (127 + k), capacity) for k in range(1, two + 1)]
+    expected += [decode_ms(127 + k, capacity) for k in range(two + 1, two + 4)]
+    assert run.times == expected and run.finishes == [two - 1]
+    assert calls == [two]
 
 
 def test_a_run_ends_with_its_last_decoder():
