@@ -151,18 +151,14 @@ def calibration_for(system: System, backend: str) -> Calibration:
     # Curves are the system's own measurements: those of the backend whose kernel fits it
     # borrows, overridden shape by shape by the serving backend's own (SGLang runs other MoE
     # kernels than vLLM).
-    def own(entry: str, *, borrow: bool = True) -> dict[str, Any]:
+    def own(entry: str) -> dict[str, Any]:
         measured = data.get(entry, {})
         return {
-            **(measured.get(f"{system.name}/{kernel_backend}", {}) if borrow else {}),
+            **measured.get(f"{system.name}/{kernel_backend}", {}),
             **measured.get(f"{system.name}/{backend}", {}),
         }
 
-    # The catalog curves are only the serving backend's own: SGLang runs other MoE kernels than
-    # vLLM, and vLLM's curves priced GLM-5-FP8's experts on SGLang 35% under the fit and its
-    # served TPOT 12 points fast (docs/perf.md).
-    catalog = own("moe_catalog_curves", borrow=False)
-    return calibration_from_entry(fits[key], overhead, source, own("moe_curves"), catalog)
+    return calibration_from_entry(fits[key], overhead, source, own("moe_curves"), own("moe_catalog_curves"))
 
 
 # Measured kernel tables (GEMM tables, the catalog's MoE curves) are off by default: on the

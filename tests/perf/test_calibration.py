@@ -170,24 +170,3 @@ def test_bundled_moe_curves_are_the_measured_points():
     catalog = moe_curves([p for p in curve_points if not is_default_curve(p)])
     assert data["moe_catalog_curves"] == {f"{s}/{b}": curves for (s, b), curves in catalog.items()}
     assert "b300_sxm/vllm" in data["moe_catalog_curves"]
-
-
-def test_catalog_moe_curves_are_only_the_serving_backends_own():
-    """vLLM's measured expert kernels are not SGLang's: with the kernel tables on, SGLang prices a
-    catalog model's experts from its own curves only (it measured none beyond DeepSeek's, which
-    stay shared), while vLLM gets its own."""
-    from aisimulate.catalog import get_model
-    from aisimulate.perf import AnalyticPerfModel, ParallelShape
-
-    system = get_system("b300_sxm")
-    assert calibration_for(system, "vllm").catalog_moe_curves
-    assert not calibration_for(system, "sglang").catalog_moe_curves
-    assert calibration_for(system, "sglang").moe_curves  # DeepSeek's, borrowed shape by shape
-    glm = get_model("zai-org/GLM-5-FP8")
-
-    def moe(backend, kernel_tables):
-        pm = AnalyticPerfModel(glm, system, ParallelShape(tp=8), backend=backend, kernel_tables=kernel_tables)
-        return type(pm._moe).__name__
-
-    assert moe("vllm", True) == "MeasuredCurve"
-    assert moe("sglang", True) == moe("sglang", False) != "MeasuredCurve"
