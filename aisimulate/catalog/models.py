@@ -119,6 +119,9 @@ class ModelSpec:
     linear_conv_kernel_dim: int = 0
     linear_state_dtype: str = "fp32"  # the recurrent state (config `mamba_ssm_dtype`)
     attn_output_gate: bool = False  # full attention gates its output: q_proj is twice as wide
+    # QK norm over all heads at once (MiniMax-M2's `qk_norm_type: per_layer`): under tensor
+    # parallelism every layer all-reduces each token's q and k variances.
+    qk_norm_across_heads: bool = False
     # Sliding-window attention (gpt-oss): those layers keep at most `sliding_window` tokens.
     sliding_window: int = 0
     num_sliding_layers: int = 0
@@ -604,6 +607,7 @@ def parse_hf_config(
         quant_scope=scope,
         checkpoint_kv_dtype=kv_dtype,
         attn_output_gate=bool(config.get("attn_output_gate", False)),
+        qk_norm_across_heads=bool(config.get("use_qk_norm")) and config.get("qk_norm_type") == "per_layer",
         note=note,
     )
     if model_type in _MLA_TYPES:

@@ -64,6 +64,7 @@ from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
 
 _NO_COMM = Collective(0.0, 0.0)
 _NO_LINEAR_ATTENTION = LinearAttention(0.0, 0.0, 0.0)
+_QK_NORM_BYTES_PER_TOKEN = 2 * 4.0  # one fp32 variance for q and one for k
 
 
 class AnalyticPerfModel(SpelledOutDecodeTimes):
@@ -134,9 +135,10 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         )
 
     def _build_gemms(self, cal: Calibration) -> tuple[Any, Any]:
-        """The linear layers of a pass (attention projections, dense MLP, shared experts) and the
-        lm-head: fitted rooflines, or measured GEMM tables interpolated at the model's own weight
-        shapes where the system, backend and weight format have them (``kernel_tables``)."""
+        """The linear layers of a pass (attention projections, dense MLP, shared experts, MoE
+        router) and the lm-head: fitted rooflines, or measured GEMM tables interpolated at the
+        model's own weight shapes where the system, backend and weight format have them
+        (``kernel_tables``)."""
         m, tp = self.model, self.shape.tp
         h = m.hidden_size
         dtype = m.linear_dtype(expert=False)
@@ -159,6 +161,11 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             inter = m.shared_expert_width / tp
             shared = self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2)
             parts.append((shared, dtype, [(2 * inter, h), (h, inter)], m.num_moe_layers))
+        if m.num_moe_layers:
+            # The router: a bf16 (hidden x experts) GEMM every GPU runs on all its tokens before the
+            # experts (AIConfigurator prices it as `router_gemm`; its MoE kernel points exclude it).
+            router = self._gemm(cal, "bf16", h * m.num_experts, h + m.num_experts, 1)
+            parts.append((router, "bf16", [(m.num_experts, h)], m.num_moe_layers))
         linear = parts[0][0].scaled(parts[0][3])
         for roofline, _, _, layers in parts[1:]:
             linear = linear + roofline.scaled(layers)
@@ -350,6 +357,17 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             link_gbps=self._link_gbps(tp),
             fit=cal.allreduce,
         )
+        # QK norm over all heads: one all-reduce a layer of each token's fp32 q and k variances
+        # (vLLM's `MiniMaxText01RMSNormTP.forward_qk`); latency-bound at any batch.
+        norm_count = m.num_layers if tp > 1 and m.qk_norm_across_heads else 0
+        norm_bytes = _QK_NORM_BYTES_PER_TOKEN
+        norm_comm = all_reduce(
+            count=norm_count,
+            num_gpus=tp,
+            bytes_per_token=norm_bytes,
+            link_gbps=self._link_gbps(tp),
+            fit=cal.allreduce,
+        )
         if shape.pp > 1:
             link = self._link_gbps(shape.num_gpus)
             pp_comm = Collective(
@@ -360,8 +378,11 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             pp_comm = _NO_COMM
         dp = self._dp
         fitted = Collective(
-            per_token_ms=tp_comm.per_token_ms + dp * moe_comm.per_token_ms + pp_comm.per_token_ms,
-            fixed_ms=tp_comm.fixed_ms + moe_comm.fixed_ms + pp_comm.fixed_ms,
+            per_token_ms=tp_comm.per_token_ms
+            + norm_comm.per_token_ms
+            + dp * moe_comm.per_token_ms
+            + pp_comm.per_token_ms,
+            fixed_ms=tp_comm.fixed_ms + norm_comm.fixed_ms + moe_comm.fixed_ms + pp_comm.fixed_ms,
         )
         kernel_backend = backend_profile(self.backend).kernel_backend
         table = allreduce_tables_for(self.system.name, self.backend, kernel_backend).get(tp)
@@ -374,7 +395,11 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             per_token_ms=dp * moe_comm.per_token_ms + pp_comm.per_token_ms,
             fixed_ms=moe_comm.fixed_ms + pp_comm.fixed_ms,
         )
-        total = tp_count * table.time_ms(nodes * token_bytes) + rest.time_ms(nodes)
+        total = (
+            tp_count * table.time_ms(nodes * token_bytes)
+            + norm_count * table.time_ms(nodes * norm_bytes)
+            + rest.time_ms(nodes)
+        )
         return MeasuredCurve(tuple(nodes.tolist()), tuple(total.tolist()), 1.0)
 
     # ---- evaluation ----------------------------------------------------------------------

@@ -232,3 +232,45 @@ def test_no_decode_line_where_the_price_bends():
     # Sparse attention reads a capped number of context tokens.
     glm5 = AnalyticPerfModel(get_model("zai-org/GLM-5-FP8"), H200, ParallelShape(tp=8, moe_ep=8))
     assert glm5.decode_line(64, 1.0, 0) is None
+
+
+@pytest.mark.parametrize("kernel_tables", [False, True])
+def test_every_moe_layer_pays_for_its_router_gemm(kernel_tables):
+    """The router (hidden x experts, bf16, unsplit) runs on every GPU before the experts, so with
+    everything else equal more experts cost more GEMM time, and a dense pass has none of it."""
+    import dataclasses
+
+    base = get_model("Qwen/Qwen3-30B-A3B")
+    wider = dataclasses.replace(base, num_experts=4 * base.num_experts)
+    batch = BatchShape(prefill_tokens=4096, prefill_requests=1)
+
+    def gemm_ms(model):
+        pm = AnalyticPerfModel(
+            model, get_system("h200_sxm"), ParallelShape(tp=2), backend="vllm", kernel_tables=kernel_tables
+        )
+        return pm.explain(batch).gemm_ms
+
+    assert gemm_ms(wider) > gemm_ms(base) * 1.01
+
+
+@pytest.mark.parametrize("kernel_tables", [False, True])
+def test_a_qk_norm_over_all_heads_adds_one_all_reduce_a_layer_under_tp(kernel_tables):
+    """MiniMax-M2 normalises q and k over all heads: under TP each layer all-reduces the variances
+    (a latency-bound collective: about the same cost at 1 and 64 tokens); at tp 1 nothing."""
+    import dataclasses
+
+    minimax = get_model("MiniMaxAI/MiniMax-M2.5")
+    assert minimax.qk_norm_across_heads
+    assert not get_model("Qwen/Qwen3-30B-A3B").qk_norm_across_heads
+    plain = dataclasses.replace(minimax, qk_norm_across_heads=False)
+
+    def comm_ms(model, tp, tokens):
+        pm = AnalyticPerfModel(
+            model, get_system("h100_sxm"), ParallelShape(tp=tp), backend="vllm", kernel_tables=kernel_tables
+        )
+        return pm.explain(BatchShape(decode_requests=tokens, decode_context_tokens=tokens * 1024)).comm_ms
+
+    extra = [comm_ms(minimax, 4, n) - comm_ms(plain, 4, n) for n in (1, 64)]
+    assert all(e > 0.1 for e in extra)  # 62 layers x a few microseconds
+    assert extra[1] < 1.5 * extra[0]
+    assert comm_ms(minimax, 1, 8) == comm_ms(plain, 1, 8) == 0.0
