@@ -547,7 +547,12 @@ class Simulation:
             tokens = self.collector.emitted_tokens
             interval_s = self.timeline_interval_ms / 1000.0
             ranks = [rank for worker in self.workers for rank in worker.ranks]
-            active = sum(rank.pool.num_active for rank in ranks)
+            # A started pass has taken its blocks, booked or not (stepping takes them at its start).
+            active = sum(
+                rank.pool.num_active + worker.unbooked_blocks(rank, now)
+                for worker in self.workers
+                for rank in worker.ranks
+            )
             total = sum(rank.pool.num_blocks for rank in ranks)
             self.timeline.append(
                 {
