@@ -298,15 +298,7 @@ def moe_points(db: Path, system: str, backend: str, models: dict) -> list[Row]:
 
     where = {"distribution": frozenset({MOE_ROUTING}), "moe_dtype": frozenset(MOE_DTYPES)}
     picked = pick_kernel(db, system, "moe", backend, "moe_perf", keep, where)
-    geometry = (
-        "num_tokens",
-        "hidden_size",
-        "inter_size",
-        "topk",
-        "num_experts",
-        "moe_tp_size",
-        "moe_ep_size",
-    )
+    geometry = CURVE_COLUMNS
     out = []
     for dtype, chosen in sorted(picked.items()):
         rows = _dedupe(chosen, lambda r: tuple(int(r[c]) for c in geometry))
