@@ -268,11 +268,18 @@ class Window:
         passes = min(self.started(now_ms, busy), lane.end) - lane.booked
         return self.ranks[i].stretch_blocks(passes) if passes > 0 else 0
 
-    def fits(self, i: int) -> bool:
-        """Whether rank i still finds the blocks of its passes ahead (after a reservation)."""
+    def ahead_blocks(self, i: int) -> int:
+        """Blocks rank i's priced passes not booked yet take (started or not)."""
         lane = self.lanes[i]
-        if lane is None:
+        if lane is None or lane.end <= lane.booked:
+            return 0
+        return self.ranks[i].stretch_blocks(lane.end - lane.booked)
+
+    def fits(self, i: int, ahead: int) -> bool:
+        """Whether rank i still finds the blocks of its passes ahead (``ahead``:
+        :meth:`ahead_blocks`) after a reservation."""
+        if self.lanes[i] is None:
             return True
         rank = self.ranks[i]
         available = rank.pool.num_free if rank.stretch_keeps_cache else rank.pool.available()
-        return rank.stretch_blocks(lane.end - lane.booked) <= available
+        return ahead <= available

@@ -347,16 +347,29 @@ class Simulation:
         queue = rank.pending_destinations
         if not queue:
             return
+        if rank.policy.reserves_with_free_slot and rank.num_running >= rank.spec.max_num_seqs:
+            # No slot: the head waits for a completion or a preemption (a pass end), whatever
+            # blocks are free; nothing to price for it now.
+            if rank.materialized:
+                self._wake(rank, now)
+            return
         # Blocks are taken at each pass's start: planned passes that started before now took
-        # blocks not booked yet, which the reservation must leave room for.
+        # blocks not booked yet, which the reservation must leave room for. The blocks of all
+        # its priced, unbooked passes bound them: a reservation that fits next to those fits
+        # next to the started ones (and leaves the rank's planned passes their blocks); only
+        # one that does not is tried again with the exact count.
         worker = self.worker_of[id(rank)]
-        committed = worker.unbooked_blocks(rank, now)
+        ahead = committed = worker.ahead_blocks(rank)
+        exact = not ahead
         reserved = False
         while queue:
             r, prefilled, source = queue[0]
             missing = rank.reserve(r, committed)
             if missing is None:
-                break
+                if exact:
+                    break
+                committed, exact = worker.unbooked_blocks(rank, now), True
+                continue
             queue.popleft()
             reserved = True
             tokens = r.prompt_len
@@ -369,7 +382,7 @@ class Simulation:
                 self._push(now + ms, _TRANSFER, (r, prefilled, source, rank))
             else:
                 self._arrive_decode(r, prefilled, source, rank, now)
-        if reserved and (moved := worker.keep_room(rank, now)) is not None:
+        if reserved and (moved := worker.keep_room(rank, now, ahead)) is not None:
             self._push(moved, _PASS_END, (worker, worker.version))
         if queue and rank.materialized:
             # A hand-off waiting for KV lets arrived prompts go ahead of the rank's queue.
@@ -482,7 +495,8 @@ class Simulation:
                 self._complete(r, now)
         if worker.ranks[0].role == "decode":
             for rank in worker.ranks:
-                self._reserve(rank, now)
+                if rank.pending_destinations:
+                    self._reserve(rank, now)
         if self.lifecycle.draining and id(worker) in self.lifecycle.draining:
             self._retire_if_idle(worker, now)
 

@@ -238,12 +238,19 @@ class Worker:
         window = self._window
         return 0 if window is None else window.unbooked_blocks(rank.rank, now_ms, self.busy)
 
-    def keep_room(self, rank: Rank, now_ms: float) -> float | None:
-        """KV was reserved on ``rank`` at ``now_ms``: if its planned passes no longer find their
-        blocks, it is priced again at the next boundary. Returns a moved event time, or None."""
+    def ahead_blocks(self, rank: Rank) -> int:
+        """Blocks all of ``rank``'s priced passes not booked yet take (started or not): a bound
+        on :meth:`unbooked_blocks` at any instant."""
+        window = self._window
+        return 0 if window is None else window.ahead_blocks(rank.rank)
+
+    def keep_room(self, rank: Rank, now_ms: float, ahead: int) -> float | None:
+        """KV was reserved on ``rank`` at ``now_ms`` (``ahead``: its :meth:`ahead_blocks`,
+        unchanged by reservations): if its planned passes no longer find their blocks, it is
+        priced again at the next boundary. Returns a moved event time, or None."""
         window = self._window
         # Arrived KV reprices the rank at the next boundary anyway (its event moved there).
-        if window is None or window.fits(rank.rank):
+        if window is None or window.fits(rank.rank, ahead):
             return None
         window.dirty.add(rank.rank)
         return self.cut(now_ms)
