@@ -63,8 +63,8 @@ FIXED_LENGTHS = Client(name="fixed-lengths", range_ratio=None, prompts_per_user=
 # ``benchmarks/single_node/<model>_<precision>_b300.sh``, the B200 recipes reused), by the
 # checkpoint that ran: (below 16 users, from 16 users on). A recipe that sets none (GLM-5) runs
 # SGLang's default, 1. The disaggregated (multi-node) rows do not identify their recipes; they
-# replay with the same checkpoint's interval, which their decode workers' TTFT supports
-# (docs/fidelity.md, "Disaggregated TTFT").
+# replay with the same checkpoint's interval from 16 users on and poll every pass below, as
+# their TTFT in decode passes suggests (docs/fidelity.md, "Disaggregated TTFT").
 INFERENCEX_SGLANG_RECV_INTERVAL: dict[str, tuple[int, int]] = {
     "Qwen/Qwen3.5-397B-A17B": (10, 30),
     "Qwen/Qwen3.5-397B-A17B-FP8": (10, 10),
@@ -76,10 +76,12 @@ INFERENCEX_SGLANG_RECV_INTERVAL: dict[str, tuple[int, int]] = {
 
 def sglang_recv_interval(row: MeasuredRow, checkpoint: str) -> int:
     """The ``--scheduler-recv-interval`` a row's SGLang servers ran with: its checkpoint's
-    InferenceX recipe's, aggregated or disaggregated, else SGLang's default (1)."""
+    InferenceX recipe's (disaggregated: from 16 users on), else SGLang's default (1)."""
     if row.backend != "sglang" or client_of(row) is not INFERENCEX:
         return 1
     few, many = INFERENCEX_SGLANG_RECV_INTERVAL.get(checkpoint, (1, 1))
+    if row.mode == "disagg":
+        few = 1  # their TTFT at 4-8 users lies within 2 decode passes of the replay's
     return many if row.concurrency >= 16 else few
 
 

@@ -69,13 +69,13 @@ def test_inferencex_sglang_rows_poll_for_requests_as_their_recipes_launch_them(s
     case = build_case(replace(row, concurrency=8))
     assert isinstance(case, ReplayCase) and case.model == fp4
     assert case.plan.agg.sglang.scheduler_recv_interval == 10
-    # Disaggregated runs poll as the checkpoint's recipe does, on both roles; a recipe that
-    # sets none (GLM-5), other backends and other clients keep SGLang's default.
+    # Disaggregated runs poll as the checkpoint's recipe does from 16 users on (below: every
+    # pass), on both roles; a recipe that sets none (GLM-5), other backends and other clients
+    # keep SGLang's default.
     disagg = silicon["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"]
-    assert sglang_recv_interval(disagg, fp4) == 10
-    assert sglang_recv_interval(replace(disagg, concurrency=32), fp4) == 30
-    plan = build_case(disagg).plan
-    assert plan.prefill.sglang.scheduler_recv_interval == plan.decode.sglang.scheduler_recv_interval == 10
+    assert sglang_recv_interval(disagg, fp4) == 1
+    plan = build_case(replace(disagg, concurrency=32)).plan
+    assert plan.prefill.sglang.scheduler_recv_interval == plan.decode.sglang.scheduler_recv_interval == 30
     assert sglang_recv_interval(row, "zai-org/GLM-5-FP8") == 1
     vllm = silicon["minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734"]
     assert sglang_recv_interval(vllm, "MiniMaxAI/MiniMax-M2.5") == 1
