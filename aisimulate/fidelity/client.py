@@ -62,7 +62,9 @@ FIXED_LENGTHS = Client(name="fixed-lengths", range_ratio=None, prompts_per_user=
 # ``--scheduler-recv-interval`` of InferenceX's single-node SGLang recipes (its
 # ``benchmarks/single_node/<model>_<precision>_b300.sh``, the B200 recipes reused), by the
 # checkpoint that ran: (below 16 users, from 16 users on). A recipe that sets none (GLM-5) runs
-# SGLang's default, 1.
+# SGLang's default, 1. The disaggregated (multi-node) rows do not identify their recipes; they
+# replay with the same checkpoint's interval from 16 users on and poll every pass below, as
+# their TTFT in decode passes suggests (docs/fidelity.md, "Disaggregated TTFT").
 INFERENCEX_SGLANG_RECV_INTERVAL: dict[str, tuple[int, int]] = {
     "Qwen/Qwen3.5-397B-A17B": (10, 30),
     "Qwen/Qwen3.5-397B-A17B-FP8": (10, 10),
@@ -73,12 +75,13 @@ INFERENCEX_SGLANG_RECV_INTERVAL: dict[str, tuple[int, int]] = {
 
 
 def sglang_recv_interval(row: MeasuredRow, checkpoint: str) -> int:
-    """The ``--scheduler-recv-interval`` a row's SGLang server ran with: its InferenceX recipe's
-    for an aggregated row, else SGLang's default (1). Disaggregated runs come from other
-    (multi-node) recipes, which the rows do not identify."""
-    if row.backend != "sglang" or row.mode != "agg" or client_of(row) is not INFERENCEX:
+    """The ``--scheduler-recv-interval`` a row's SGLang servers ran with: its checkpoint's
+    InferenceX recipe's (disaggregated: from 16 users on), else SGLang's default (1)."""
+    if row.backend != "sglang" or client_of(row) is not INFERENCEX:
         return 1
     few, many = INFERENCEX_SGLANG_RECV_INTERVAL.get(checkpoint, (1, 1))
+    if row.mode == "disagg":
+        few = 1  # their TTFT at 4-8 users lies within 2 decode passes of the replay's
     return many if row.concurrency >= 16 else few
 
 

@@ -14,7 +14,10 @@ Each pass is either an *extend* pass or a *decode* pass, never mixed:
 New requests reach the scheduler when it polls for them: after an extend pass or when idle at
 once, but while it decodes only every ``scheduler_recv_interval`` decode passes (SGLang's
 ``SchedulerRecvSkipper``; 1 by default, a tuning that serving recipes raise to 10-30). An
-arrival then waits for the next poll, and the arrivals of one interval prefill together.
+arrival then waits for the next poll, and the arrivals of one interval prefill together. On a
+disaggregated decode worker a hand-off waits for a poll too: SGLang's decode server takes the
+request (and so preallocates its KV and lets the prefill side start) only when it polls; the
+replay holds the landed KV until the next poll instead, the same wait in decode passes.
 """
 
 from __future__ import annotations
@@ -63,13 +66,16 @@ class SglangRank(Rank):
         return bool(self.waiting)
 
     def _promote_materialized(self, p: int) -> None:
-        """Arrived KV joins the running batch first thing in a pass, while there is room."""
+        """Arrived KV joins the running batch first thing in a pass that polled, while there
+        is room."""
+        if self._since_recv:  # between polls
+            return
         while self.materialized and self.num_running < self.spec.max_num_seqs:
             self._start_decoding(self._next_admission(self.materialized.popleft()), p)
 
     def _promote_for_stretch(self, p: int) -> bool:
         self._promote_materialized(p)
-        return True
+        return not (self._since_recv and self.materialized)  # landed KV waits: pass by pass
 
     # ---- the pass ------------------------------------------------------------------------
     def _receive(self, now_ms: float) -> None:

@@ -61,7 +61,7 @@ def test_a_fixed_length_client_keeps_the_fitted_spread_and_the_request_floor(sil
     assert FIXED_LENGTHS.length(1000) == 1000 and INFERENCEX.length(1) == 1
 
 
-def test_inferencex_sglang_aggregated_rows_poll_for_requests_as_their_recipes_launch_them(silicon):
+def test_inferencex_sglang_rows_poll_for_requests_as_their_recipes_launch_them(silicon):
     row = silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"]
     fp4 = "nvidia/DeepSeek-V3-0324-FP4"
     assert sglang_recv_interval(row, fp4) == 30  # 16 users and more
@@ -69,10 +69,14 @@ def test_inferencex_sglang_aggregated_rows_poll_for_requests_as_their_recipes_la
     case = build_case(replace(row, concurrency=8))
     assert isinstance(case, ReplayCase) and case.model == fp4
     assert case.plan.agg.sglang.scheduler_recv_interval == 10
-    # A recipe that sets none (GLM-5), disaggregated runs (other recipes), other backends and
-    # other clients keep SGLang's default.
+    # Disaggregated runs poll as the checkpoint's recipe does from 16 users on (below: every
+    # pass), on both roles; a recipe that sets none (GLM-5), other backends and other clients
+    # keep SGLang's default.
+    disagg = silicon["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"]
+    assert sglang_recv_interval(disagg, fp4) == 1
+    plan = build_case(replace(disagg, concurrency=32)).plan
+    assert plan.prefill.sglang.scheduler_recv_interval == plan.decode.sglang.scheduler_recv_interval == 30
     assert sglang_recv_interval(row, "zai-org/GLM-5-FP8") == 1
-    assert sglang_recv_interval(silicon["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"], fp4) == 1
     vllm = silicon["minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734"]
     assert sglang_recv_interval(vllm, "MiniMaxAI/MiniMax-M2.5") == 1
     assert sglang_recv_interval(replace(row, source="Qwen_Qwen3-32B.csv"), fp4) == 1

@@ -218,3 +218,24 @@ def test_a_hand_off_reserves_and_sends_its_last_partial_block(timing):
     # 1,025 tokens: 17 blocks, the last holding one token (the reference reserves all of them).
     rep = one(plan(kv_transfer_bandwidth_gbps=10, kv_transfer_timing=timing), isl=1025)
     assert rep.requests[0]["kv_transfer_ms"] == pytest.approx(1025 * 131072 / (10 * 1e6))
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_an_sglang_decode_worker_takes_arrived_kv_when_it_polls(exact):
+    # Request 0 decodes for 200 passes; request 1's KV lands about 100 ms later. Polling every
+    # pass, it joins the pass after it landed; polling every 30 decode passes, it waits for the
+    # next poll, more than a pass later and less than an interval of the batch's passes.
+    def replay(interval):
+        p = plan(backend="sglang", decode={"sglang": {"scheduler_recv_interval": interval}})
+        p = p.model_copy(update={"kv_transfer_bandwidth_gbps": 0})
+        workload = SyntheticWorkload(isl=300, osl=200, num_requests=2, arrival_interval_ms=100)
+        rep = simulate(p, workload, perf="polynomial", capture_requests=True, exact=exact)
+        return {r["request_id"]: r for r in rep.requests}
+
+    every, polled = replay(1), replay(30)
+    assert polled[0]["ttft_ms"] == pytest.approx(every[0]["ttft_ms"])  # an idle worker polls at once
+    pass_ms = decode_ms(2 * 400, CAPACITY)  # a pass of both requests at their longest context here
+    assert every[1]["ttft_ms"] < prefill_ms(1, 300, 0) + 2 * pass_ms
+    waited_ms = polled[1]["ttft_ms"] - every[1]["ttft_ms"]
+    assert pass_ms < waited_ms < 30 * pass_ms
+    assert polled[1]["last_token_ms"] > every[1]["last_token_ms"]
