@@ -14,44 +14,18 @@ from typing import TYPE_CHECKING, cast
 from aisimulate.replay.scheduler import ceil_div
 
 if TYPE_CHECKING:
-    from collections import deque
-
-    from aisimulate.replay.decoding import DecodeStrategy
     from aisimulate.replay.engine import Rank
-    from aisimulate.replay.kv_cache import BlockPool
-    from aisimulate.replay.ledger import Ledger
-    from aisimulate.replay.plan import EngineSpec
+    from aisimulate.replay.rank_state import DestinationHost
     from aisimulate.replay.request import Request
-    from aisimulate.replay.scheduler import AdmissionPolicy
 
 
 class DecodeDestination:
-    """Mixed into ``Rank``: what a decode worker does with prompts computed elsewhere. The
-    rank's state and methods it uses are declared below; where it hands itself to a policy or
-    strategy it is the ``Rank`` it is part of."""
+    """Part of ``Rank``: what a decode worker does with prompts computed elsewhere. It holds no
+    state of its own: each method takes the rank as ``self``, typed by
+    :class:`~aisimulate.replay.rank_state.DestinationHost` (what it reads and calls); where it
+    hands itself to a policy or strategy it is the ``Rank`` it is part of."""
 
-    spec: EngineSpec
-    policy: AdmissionPolicy
-    pool: BlockPool
-    block_size: int
-    unit: int
-    decoding: DecodeStrategy
-    ledger: Ledger
-    waiting: deque[Request]
-    materialized: deque[Request]
-    pending_destinations: deque[tuple[Request, Request, Rank]]
-    reserved_blocks: int
-    _admissions: int
-
-    if TYPE_CHECKING:
-
-        @property
-        def num_running(self) -> int: ...
-        def _prefix_hit(self, r: Request) -> tuple[int, int, int]: ...
-        def _note_peak(self) -> None: ...
-        def _start_decoding(self, r: Request, next_pass: int, *, first_single: bool = False) -> None: ...
-
-    def reserve(self, r: Request, committed: int = 0) -> int | None:
+    def reserve(self: DestinationHost, r: Request, committed: int = 0) -> int | None:
         """Hold destination blocks for a prompt arriving from a prefill worker; None if they do
         not fit yet (``committed``: blocks a running stretch has taken but not yet booked).
         Returns how many of its blocks are missing here (what must be sent)."""
@@ -73,11 +47,11 @@ class DecodeDestination:
         self._note_peak()
         return total - matched * unit
 
-    def activate(self, r: Request) -> None:
+    def activate(self: DestinationHost, r: Request) -> None:
         """The KV transfer finished: r decodes from the next pass that has room."""
         self.materialized.append(r)
 
-    def _promote_for_stretch(self, p: int) -> bool:
+    def _promote_for_stretch(self: DestinationHost, p: int) -> bool:
         """Before a decode-only stretch from pass p: admit the arrived prompts its first pass
         would. False when only that pass itself can tell: it may preempt (and then admit
         nobody), or an arrival's first step starts a block."""
@@ -91,18 +65,18 @@ class DecodeDestination:
             self._join_decoding(p)
         return True
 
-    def _next_admission(self, r: Request) -> Request:
+    def _next_admission(self: DestinationHost, r: Request) -> Request:
         r.admit_seq = self._admissions
         self._admissions += 1
         return r
 
-    def _materialized_next(self) -> bool:
+    def _materialized_next(self: DestinationHost) -> bool:
         """Whether the next admission is a prompt whose KV arrived rather than the waiting head."""
         if not self.materialized:
             return False
         return not self.waiting or bool(self.pending_destinations) or self._head_stuck()
 
-    def _head_stuck(self) -> bool:
+    def _head_stuck(self: DestinationHost) -> bool:
         """Whether the waiting head cannot fit while nothing runs that could free blocks for it.
         The arrived prompts behind it, holding their KV, then go first; the reference stalls
         for good there (its replay stops with an error)."""
@@ -111,7 +85,7 @@ class DecodeDestination:
         r = self.waiting[0]
         return not self.policy.admissible(cast("Rank", self), r, self._prefix_hit(r)[1] * self.unit)
 
-    def _join_decoding(self, p: int) -> int | None:
+    def _join_decoding(self: DestinationHost, p: int) -> int | None:
         """Admit the oldest arrived prompt into pass p after the running requests were scheduled
         (it emits its first token at this pass's end); return the context its step attends to,
         None if that step finds no free block."""

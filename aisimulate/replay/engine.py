@@ -26,6 +26,7 @@ import weakref
 from array import array
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +40,7 @@ from aisimulate.replay.ledger import BurstLedger, BurstSampler, Ledger, OneToken
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.offload import HostTiers, SharedLink
 from aisimulate.replay.plan import EngineSpec
+from aisimulate.replay.rank_state import DestinationHost, StretchHost
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import POLICIES, AdmissionPolicy, ceil_div
 from aisimulate.replay.stretch import DecodeStretches
@@ -611,3 +613,10 @@ class Rank(DecodeStretches, DecodeDestination):
     def release_sent(self, r: Request) -> None:
         """Prefill role: the KV of a finished prompt has reached its decode worker."""
         self._release(r, recompute=False)
+
+
+if TYPE_CHECKING:
+    # The rank is the host its decode parts declare: one that lacks or retypes what they use
+    # fails the type check here.
+    _STRETCH_HOST: type[StretchHost] = Rank
+    _DESTINATION_HOST: type[DestinationHost] = Rank

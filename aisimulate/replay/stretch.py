@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
@@ -20,17 +20,9 @@ import numpy as np
 from aisimulate.perf.model import PassRecord
 
 if TYPE_CHECKING:
-    from collections import deque
-
-    from aisimulate.perf.model import PerfModel
-    from aisimulate.replay.decoding import DecodeStrategy
     from aisimulate.replay.engine import Rank
-    from aisimulate.replay.kv_cache import BlockPool
-    from aisimulate.replay.ledger import BurstSampler, Ledger
-    from aisimulate.replay.metrics import Collector
-    from aisimulate.replay.plan import EngineSpec
+    from aisimulate.replay.rank_state import StretchHost
     from aisimulate.replay.request import Request
-    from aisimulate.replay.scheduler import AdmissionPolicy
 
 # Passes from which a run of decode passes is priced with one vectorised call (where the
 # provider has one) rather than a call per pass: a numpy call costs about as much as 30 scalar
@@ -58,57 +50,17 @@ class PlannedRun(NamedTuple):
 
 
 class DecodeStretches:
-    """Mixed into ``Rank``: the rank's state and methods it uses are declared below."""
+    """Part of ``Rank`` holding no state of its own: each method takes the rank as ``self``,
+    typed by :class:`~aisimulate.replay.rank_state.StretchHost` (what it reads and calls)."""
 
-    spec: EngineSpec
-    policy: AdmissionPolicy
-    perf: PerfModel
-    collector: Collector
-    pool: BlockPool
-    unit: int
-    tokens_per_step: float
-    capacity_tokens: int
-    stretch_keeps_cache: bool
-    decoding: DecodeStrategy
-    ledger: Ledger
-    _bursts: BurstSampler | None
-    waiting: deque[Request]
-    materialized: deque[Request]
-    prefilling: list[Request]
-    decoders: dict[int, Request]
-    pass_idx: int
-    pass_end_ms: array[float]
-    finish_at: dict[int, list[Request]]
-    finish_passes: list[int]
-    dec_ctx: int
-    reserved_blocks: int
-    last_pass: PassRecord | None
-    _pricers: dict[int, tuple[float, float] | Callable[[float], float]]
-    _run_pricers: dict[int, Callable[[np.ndarray], np.ndarray] | None]
-    _last_start_ms: float
-    _last_end_ms: float
-
-    if TYPE_CHECKING:
-
-        @property
-        def num_running(self) -> int: ...
-        def _prefix_hit(self, r: Request) -> tuple[int, int, int]: ...
-        def _promote_for_stretch(self, p: int) -> bool: ...
-        def _note_peak(self) -> None: ...
-        def trim_pass_ends(self) -> None: ...
-        def _decoder_gaps(self, end_ms: float, d: int) -> None: ...
-        def _count_bursts(self, steps: int, tokens: int) -> None: ...
-        def _finish_decoders(self, p: int, finished: list[Request]) -> None: ...
-        def _retire(self, finished: list[Request], end_ms: float) -> list[Request]: ...
-
-    def _head_could_start(self) -> bool:
+    def _head_could_start(self: StretchHost) -> bool:
         """Whether a decode-only pass now could admit the waiting head (conservatively)."""
         if not self.waiting or self.num_running >= self.spec.max_num_seqs:
             return False
         r = self.waiting[0]
         return self.policy.admissible(cast("Rank", self), r, self._prefix_hit(r)[1] * self.unit)
 
-    def stretch_ready(self) -> bool:
+    def stretch_ready(self: StretchHost) -> bool:
         """Whether the rank's next passes are decode-only passes of its ledger (after admitting
         the arrived KV its next pass would). False when the next pass must be stepped."""
         if not self.decoding.plans_stretches:
@@ -119,7 +71,9 @@ class DecodeStretches:
             return False
         return not self.prefilling and bool(self.decoders) and not self._head_could_start()
 
-    def _price_passes(self, times: list[float], d: int, contexts: Sequence[int], ctx: int) -> int:
+    def _price_passes(
+        self: StretchHost, times: list[float], d: int, contexts: Sequence[int], ctx: int
+    ) -> int:
         """Append the durations of decode-only passes of ``d`` decoders whose summed context is
         ``contexts`` after each (``ctx`` before them); return the context after them. The price
         is bound once per batch size (a batch shrinks and grows by one request at a time): a
@@ -149,7 +103,12 @@ class DecodeStretches:
         return contexts[-1]
 
     def stretch_times(
-        self, passes: int, start: RunTail | None = None, taken_blocks: int = 0, *, first_finish: bool = False
+        self: StretchHost,
+        passes: int,
+        start: RunTail | None = None,
+        taken_blocks: int = 0,
+        *,
+        first_finish: bool = False,
     ) -> PlannedRun:
         """Up to ``passes`` decode-only passes from the next one (or from ``start``, where an
         earlier run ended, its passes holding ``taken_blocks`` not booked yet), the batch
@@ -189,11 +148,11 @@ class DecodeStretches:
             k = last
         return PlannedRun(times, [f - p for f in finishes], fit < passes and d > 0, RunTail(k, d, ctx))
 
-    def stretch_blocks(self, passes: int) -> int:
+    def stretch_blocks(self: StretchHost, passes: int) -> int:
         """Blocks the decoders take over the next ``passes`` decode-only passes."""
         return self.ledger.blocks_over(self.pass_idx, passes)
 
-    def commit_stretch(self, ends: array[float], start_ms: float) -> list[Request]:
+    def commit_stretch(self: StretchHost, ends: array[float], start_ms: float) -> list[Request]:
         """Book the next ``len(ends)`` planned passes (the first starting at ``start_ms``), of
         which only the last may complete decoders; return the requests that finished."""
         k = len(ends)
@@ -213,8 +172,11 @@ class DecodeStretches:
             self.collector.gaps(ends, d)
             self.pass_end_ms.extend(ends[1:])
         last_start = ends[-2] if k > 1 else start_ms
-        self._last_start_ms, self._last_end_ms = last_start, last
-        self.last_pass = PassRecord(0, 0, d, self.dec_ctx + tokens, last - last_start)
+        # Set through another name: mypy takes ``self.x = ...`` in a method for a declaration of
+        # x on this part, which would hide a rank lacking x from the StretchHost check.
+        rank = self
+        rank._last_start_ms, rank._last_end_ms = last_start, last
+        rank.last_pass = PassRecord(0, 0, d, self.dec_ctx + tokens, last - last_start)
         self.dec_ctx += tokens
         self.pass_idx += k
         finished: list[Request] = []
