@@ -336,17 +336,32 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         _, moe_ep = shape.expert_split
         # TP all-reduce after attention and after the MLP (dense or experts) of every layer.
         tp_count = 2 * m.num_layers if tp > 1 else 0
-        if m.is_moe and stage > 1 and self._dp > 1:
+        if m.is_moe and stage > 1 and self._dp > 1 and moe_ep > 1:
             # Dispatch and combine of every MoE layer, each GPU sending its share of the group's
             # tokens. Without attention DP every GPU already holds every token: experts split over
             # GPUs sum their outputs with the same all-reduce a tensor-split MLP does.
             moe_comm = all_to_all(
                 count=2 * m.num_moe_layers,
                 num_gpus=stage,
-                bytes_per_token=token_bytes * (m.experts_per_token if moe_ep > 1 else 1) / stage,
+                bytes_per_token=token_bytes * m.experts_per_token / stage,
                 link_gbps=self._link_gbps(stage),
                 fit=cal.alltoall,
             )
+            tp_count = m.num_layers if tp > 1 else 0
+        elif m.is_moe and stage > 1 and self._dp > 1:
+            # Attention DP with tensor-split experts (no expert parallelism): nothing is
+            # dispatched. Every layer gathers the group's tokens to the tensor-split MLP (experts
+            # or dense) and reduces its output back (SGLang's padded all-gather and
+            # reduce-scatter): two collectives a layer that together move the bytes of one ring
+            # all-reduce of the gathered tokens, not two all-to-alls.
+            gathered = all_reduce(
+                count=m.num_layers,
+                num_gpus=stage,
+                bytes_per_token=token_bytes,
+                link_gbps=self._link_gbps(stage),
+                fit=cal.allreduce,
+            )
+            moe_comm = Collective(per_token_ms=gathered.per_token_ms, fixed_ms=2 * gathered.fixed_ms)
             tp_count = m.num_layers if tp > 1 else 0
         else:
             moe_comm = _NO_COMM

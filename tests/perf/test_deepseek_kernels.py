@@ -112,3 +112,18 @@ def test_expert_split_without_attention_dp_all_reduces_like_tensor_parallel():
     assert comm(ParallelShape(tp=8, moe_ep=8)) == comm(ParallelShape(tp=8, moe_tp=8))
     # With attention DP the ranks hold different tokens: dispatch and combine move them.
     assert comm(ParallelShape(tp=1, attention_dp=8, moe_ep=8)) > comm(ParallelShape(tp=8, moe_ep=8))
+
+
+def test_attention_dp_with_tensor_split_experts_all_reduces_gathered_tokens():
+    """Attention DP 4 with the experts tensor-split 4 ways dispatches nothing: every layer gathers
+    the group's tokens and reduces the MLP's output, two collectives a layer priced with the
+    all-reduce fit, not the all-to-all's (SGLang's DeepSeek decode workers of 4 GB200s)."""
+    ds, gb200 = get_model(DSV3), get_system("gb200")
+    cal = calibration_for(gb200, "sglang")
+    decode = BatchShape(decode_requests=1, decode_context_tokens=1500)
+    shape = ParallelShape(tp=1, attention_dp=4, moe_tp=4, moe_ep=1)
+    comm_ms = AnalyticPerfModel(ds, gb200, shape, backend="sglang").explain(decode).comm_ms
+    # One decode token per rank: latency-bound, so the fixed cost of 2 x 61 collectives dominates.
+    latency_only = 2 * ds.num_layers * cal.allreduce.latency(4)
+    assert latency_only < comm_ms < 1.05 * latency_only
+    assert comm_ms < 2 * ds.num_moe_layers * cal.alltoall.latency(4)
