@@ -43,14 +43,14 @@ class GemmTable:
 
     def _axis(self, x: float) -> tuple[int, float, float]:
         """(lower node, weight of the upper node, factor beyond the widest node) along n or k."""
-        grid, scale = self.nk, 1.0
+        grid = self.nk
         if x >= grid[-1]:
             return len(grid) - 2, 1.0, x / grid[-1]
         if x <= grid[0]:
-            return 0, 0.0, scale
+            return 0, 0.0, 1.0
         i = bisect.bisect_right(grid, x) - 1
         w = math.log(x / grid[i]) / math.log(grid[i + 1] / grid[i])
-        return i, w, scale
+        return i, w, 1.0
 
     def curve_ms(self, n: float, k: float) -> np.ndarray | None:
         """One (n x k) GEMM's latency at every token node; None where a corner is unmeasured
