@@ -20,6 +20,7 @@ from bisect import bisect_left, insort
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aisimulate.replay.scheduler import ceil_div
+from aisimulate.replay.stamping import burst_steps, pass_gaps, stamp
 
 if TYPE_CHECKING:
     from aisimulate.replay.engine import Rank
@@ -114,7 +115,7 @@ class ExactDecoding:
             if not burst:
                 continue
             r.scheduled_take = 0
-            rank._stamp(r, end_ms, burst)
+            stamp(r, end_ms, burst, collector)
             collector.decode_step(burst)
             if r.generated >= r.max_output:
                 del decoders[r.admit_seq]
@@ -191,9 +192,9 @@ class LedgerDecoding:
         d = len(rank.decoders)
         if d:
             tokens = rank.ledger.tokens(p)
-            rank._decoder_gaps(end_ms, d)
+            pass_gaps(rank._fresh, d, rank.pass_end_ms, rank.collector)
             if rank._bursts is not None:
-                rank._count_bursts(d, tokens)
+                burst_steps(d, tokens, rank.collector)
             rank.dec_ctx += tokens
         if p in rank.finish_at:
             rank._finish_decoders(p, finished)

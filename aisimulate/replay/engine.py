@@ -18,6 +18,13 @@ therefore independent of the batch size, speculative (MTP) bursts included.
 ``exact=True`` visits every decoding request every pass instead (the reference path the tests
 compare against). The rank picks one of the two :mod:`decoding <aisimulate.replay.decoding>`
 strategies once, when it is built.
+
+Two parts of the rank hold no state of their own and take the rank as an argument:
+:mod:`stretch <aisimulate.replay.stretch>` (runs of decode-only passes planned ahead) and
+:mod:`destination <aisimulate.replay.destination>` (the decode side of disaggregation); what
+each uses of the rank is declared in :mod:`rank_state <aisimulate.replay.rank_state>` and
+checked at the end of this module. Every token is stamped by the rules of
+:mod:`stamping <aisimulate.replay.stamping>`.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import numpy as np
 from aisimulate.catalog.backends import backend_profile
 from aisimulate.perf.model import PassRecord, PerfModel
 from aisimulate.replay.decoding import EXACT, LEDGER, DecodeStrategy, drop_finish_pass
-from aisimulate.replay.destination import DecodeDestination
+from aisimulate.replay.destination import DESTINATION
 from aisimulate.replay.kv_cache import BlockPool, own_run_key
 from aisimulate.replay.kv_events import RankEvents
 from aisimulate.replay.ledger import BurstLedger, BurstSampler, Ledger, OneTokenLedger
@@ -43,7 +50,7 @@ from aisimulate.replay.plan import EngineSpec
 from aisimulate.replay.rank_state import DestinationHost, StretchHost
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import POLICIES, AdmissionPolicy, ceil_div
-from aisimulate.replay.stretch import DecodeStretches
+from aisimulate.replay.stamping import prompt_token, second_token_pass
 
 TRIM_PASSES = 4096  # pass ends piled up before a rank looks for ones no decoder reads
 
@@ -69,7 +76,7 @@ def weak_callback(method: Callable[[list[int]], None]) -> Callable[[list[int]], 
     return lambda keys: ref()(keys)  # type: ignore[misc]
 
 
-class Rank(DecodeStretches, DecodeDestination):
+class Rank:
     """A scheduler and its KV pool (one attention-DP rank of a worker)."""
 
     def __init__(
@@ -236,6 +243,25 @@ class Rank(DecodeStretches, DecodeDestination):
     def active_blocks(self) -> int:
         return self.pool.num_active
 
+    # ---- what the decode parts ask of the scheduler ----------------------------------------
+    def _head_could_start(self) -> bool:
+        """Whether a decode-only pass now could admit the waiting head (conservatively)."""
+        if not self.waiting or self.num_running >= self.spec.max_num_seqs:
+            return False
+        r = self.waiting[0]
+        return self.policy.admissible(self, r, self._prefix_hit(r)[1] * self.unit)
+
+    def _promote_for_stretch(self, p: int) -> bool:
+        """Before a decode-only stretch from pass p: admit the arrived prompts its first pass
+        would; False when only that pass itself can tell (see
+        :meth:`DecodeDestination.promote_for_stretch`)."""
+        return DESTINATION.promote_for_stretch(self, p)
+
+    def _stretch_booked(self, ends: array[float], start_ms: float) -> None:
+        """A run of decode-only passes from ``start_ms`` to the last of ``ends`` was booked at
+        once: what the scheduler's own state does over those passes (nothing, here)."""
+        del ends, start_ms
+
     # ---- arrivals ------------------------------------------------------------------------
     def enqueue(self, r: Request, now_ms: float) -> bool:
         r.worker, r.rank = self.worker, self.rank
@@ -273,10 +299,9 @@ class Rank(DecodeStretches, DecodeDestination):
         r.n_blocks = ceil_div(r.num_computed, self.block_size)
         if passes > 0:
             r.last_token_ms = self.pass_end(p - 1)
-            if r.second_token_ms is None and r.dec_gen0 <= 1:
-                # The second token came out with the first decode step, or else the next one.
-                second = r.dec_pass0 + (r.dec_gen0 + self.ledger.done(r, 1) < 2)
-                if second < p:
+            if r.second_token_ms is None:
+                second = second_token_pass(r, self.ledger)
+                if second is not None and second < p:
                     r.second_token_ms = self.pass_end(second)
 
     def _stop_decoding(self, r: Request, p: int) -> None:
@@ -454,8 +479,8 @@ class Rank(DecodeStretches, DecodeDestination):
         bs, spec = self.block_size, self.spec
         joined = joined_ctx = 0
         while self.num_running < spec.max_num_seqs:
-            if self._materialized_next():
-                ctx = self._join_decoding(p)
+            if DESTINATION.materialized_next(self):
+                ctx = DESTINATION.join(self, p)
                 if ctx is None:
                     break
                 joined += 1
@@ -533,45 +558,6 @@ class Rank(DecodeStretches, DecodeDestination):
             self._finish_prefills(p, end_ms, finished)
         return self._retire(finished, end_ms) if finished else finished
 
-    def _decoder_gaps(self, end_ms: float, d: int) -> None:
-        """Token gaps of the d decoders emitting at ``end_ms`` (the pass index already moved on)."""
-        fresh = self._fresh
-        for r in fresh:  # their previous tokens came out at times of their own
-            self._first_or_gap(r, end_ms)
-        rest = d - len(fresh)
-        if rest:
-            self.collector.gap(end_ms - self.pass_end_ms[-2], rest)
-        fresh.clear()
-
-    def _first_or_gap(self, r: Request, end_ms: float) -> None:
-        """A token of r out at ``end_ms``: its first (the TTFT's end), or a gap since its last."""
-        if r.generated == 0:
-            r.first_token_ms = end_ms
-            self.collector.emitted_tokens += 1
-        else:
-            last = r.last_token_ms
-            assert last is not None  # set with its first token
-            self.collector.gap(end_ms - last, 1)
-
-    def _stamp(self, r: Request, end_ms: float, tokens: int) -> None:
-        """r, stepped, emitted ``tokens`` at ``end_ms`` (a burst's tokens share the pass end).
-        Decoders the ledger keeps are stamped in aggregate (:meth:`_decoder_gaps`) and their own
-        fields derived when needed (:meth:`_materialize`)."""
-        self._first_or_gap(r, end_ms)
-        if tokens > 1:
-            self.collector.gap(0.0, tokens - 1)
-        if r.generated < 2 <= r.generated + tokens:
-            r.second_token_ms = end_ms
-        r.generated += tokens
-        r.last_token_ms = end_ms
-
-    def _count_bursts(self, steps: int, tokens: int) -> None:
-        """Fast path, speculative decoding: ``steps`` decode steps emitted ``tokens``; a burst's
-        tokens beyond the first share its pass end."""
-        if tokens > steps:
-            self.collector.gap(0.0, tokens - steps)
-        self.collector.decode_step(tokens, steps)
-
     def _finish_decoders(self, p: int, finished: list[Request]) -> None:
         """Fast path: decoders whose last token came out in pass p leave the aggregates."""
         bucket = self.finish_at.pop(p, ())
@@ -585,14 +571,13 @@ class Rank(DecodeStretches, DecodeDestination):
             finished.append(r)
 
     def _finish_prefills(self, p: int, end_ms: float, finished: list[Request]) -> None:
+        """The prompts completed by pass p (ending at ``end_ms``) emit a token and decode on."""
+        lag = self.first_token_lag_passes
         for r in self._completing:
             if r not in self.prefilling:
                 continue
             self.prefilling.remove(r)
-            first = r.generated == 0
-            self._stamp(r, end_ms, 1)
-            if first and self.first_token_lag_passes:
-                r.first_token_ms = end_ms + self.first_token_lag_passes * (end_ms - self._last_start_ms)
+            first = prompt_token(r, end_ms, self.collector, lag, end_ms - self._last_start_ms)
             if first and self.on_first_token is not None:
                 self.on_first_token(r)
             if r.generated >= r.max_output:

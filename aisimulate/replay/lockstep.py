@@ -2,7 +2,7 @@
 
 Stepping a worker costs a scheduling and booking round per rank per pass, though a decode-only
 pass changes nothing the ledger did not already know. A :class:`Window` prices a run of passes
-on each rank (:meth:`DecodeStretches.stretch_times`: each rank's batch shrinks at the completions
+on each rank (:meth:`DecodeStretches.times`: each rank's batch shrinks at the completions
 its ledger holds) and lays them side by side: a worker pass lasts as long as its slowest rank
 (ranks without work take no part), exactly as a stepped pass. The worker then needs an event
 only where something happens:
@@ -29,6 +29,8 @@ from bisect import bisect_left, bisect_right
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
+from aisimulate.replay.stretch import STRETCHES
+
 if TYPE_CHECKING:
     from aisimulate.replay.engine import Rank
     from aisimulate.replay.request import Request
@@ -47,7 +49,7 @@ def next_run(rank: Rank) -> PlannedRun | None:
     """A rank's passes from its next one (booked up to there, ready to decode) up to its next
     completion; the run ends before a pass the rank finds no blocks for. None when that is the
     very next pass: it must be stepped."""
-    run = rank.stretch_times(CHUNK_PASSES, first_finish=True)
+    run = STRETCHES.times(rank, CHUNK_PASSES, first_finish=True)
     return None if run.short and not run.times else run
 
 
@@ -144,8 +146,8 @@ class Window:
             if lane.end > pos or lane.short or not lane.tail.decoders:
                 continue
             rank = self.ranks[i]
-            blocks = rank.stretch_blocks(lane.end - lane.booked) if lane.end > lane.booked else 0
-            run = rank.stretch_times(CHUNK_PASSES, lane.tail, blocks, first_finish=True)
+            blocks = STRETCHES.blocks(rank, lane.end - lane.booked) if lane.end > lane.booked else 0
+            run = STRETCHES.times(rank, CHUNK_PASSES, lane.tail, blocks, first_finish=True)
             if run.short and not run.times:
                 return False
             lane.add(run)
@@ -242,7 +244,7 @@ class Window:
         if stop <= lane.booked:
             return []
         bounds, booked = self.bounds, lane.booked
-        finished = self.ranks[i].commit_stretch(bounds[booked + 1 : stop + 1], bounds[booked])
+        finished = STRETCHES.commit(self.ranks[i], bounds[booked + 1 : stop + 1], bounds[booked])
         lane.booked = stop
         if stop == lane.end and not lane.tail.decoders:
             self.lanes[i] = None
@@ -266,14 +268,14 @@ class Window:
         if lane is None:
             return 0
         passes = min(self.started(now_ms, busy), lane.end) - lane.booked
-        return self.ranks[i].stretch_blocks(passes) if passes > 0 else 0
+        return STRETCHES.blocks(self.ranks[i], passes) if passes > 0 else 0
 
     def ahead_blocks(self, i: int) -> int:
         """Blocks rank i's priced passes not booked yet take (started or not)."""
         lane = self.lanes[i]
         if lane is None or lane.end <= lane.booked:
             return 0
-        return self.ranks[i].stretch_blocks(lane.end - lane.booked)
+        return STRETCHES.blocks(self.ranks[i], lane.end - lane.booked)
 
     def fits(self, i: int, ahead: int) -> bool:
         """Whether rank i still finds the blocks of its passes ahead (``ahead``:

@@ -1,10 +1,10 @@
-"""What the rank's decode parts use of the rank they are part of, declared as ``Protocol``s.
+"""What the rank's decode parts use of the rank they work on, declared as ``Protocol``s.
 
-:class:`~aisimulate.replay.stretch.DecodeStretches` and
-:class:`~aisimulate.replay.destination.DecodeDestination` are parts of
+:data:`~aisimulate.replay.stretch.STRETCHES` and
+:data:`~aisimulate.replay.destination.DESTINATION` are parts of every
 :class:`~aisimulate.replay.engine.Rank` that hold no state of their own: each method takes the
-rank as ``self``, typed by the protocol below that lists exactly the state and methods its part
-reads and calls. ``engine.py`` checks that ``Rank`` is both hosts, so a rank that drops or
+rank as an argument, typed by the protocol below that lists exactly the state and methods its
+part reads and calls. ``engine.py`` checks that ``Rank`` is both hosts, so a rank that drops or
 retypes one of them fails the type check instead of a replay. Annotations only: nothing here
 runs on a pass.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from array import array
     from collections import deque
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
     import numpy as np
 
@@ -32,25 +32,23 @@ if TYPE_CHECKING:
 
 
 class StretchHost(Protocol):
-    """What :class:`~aisimulate.replay.stretch.DecodeStretches` uses: the rank's queues, pass
-    bookkeeping and pricing caches, the pass steps it books a run through, and its own methods."""
+    """What :class:`~aisimulate.replay.stretch.DecodeStretches` uses: the rank's decoders, pass
+    bookkeeping and pricing caches, the steps it books a run through, and the scheduler's say
+    on whether the next pass only decodes (and what a booked run does to its own state)."""
 
-    spec: EngineSpec
-    policy: AdmissionPolicy
     perf: PerfModel
     collector: Collector
     pool: BlockPool
-    unit: int
     tokens_per_step: float
     capacity_tokens: int
     stretch_keeps_cache: bool
     decoding: DecodeStrategy
     ledger: Ledger
     _bursts: BurstSampler | None
-    waiting: deque[Request]
     materialized: deque[Request]
     prefilling: list[Request]
     decoders: dict[int, Request]
+    _fresh: list[Request]
     pass_idx: int
     pass_end_ms: array[float]
     finish_at: dict[int, list[Request]]
@@ -63,23 +61,18 @@ class StretchHost(Protocol):
     _last_start_ms: float
     _last_end_ms: float
 
-    @property
-    def num_running(self) -> int: ...
-    def _prefix_hit(self, r: Request) -> tuple[int, int, int]: ...
-    def _promote_for_stretch(self, p: int) -> bool: ...
     def _note_peak(self) -> None: ...
     def trim_pass_ends(self) -> None: ...
-    def _decoder_gaps(self, end_ms: float, d: int) -> None: ...
-    def _count_bursts(self, steps: int, tokens: int) -> None: ...
     def _finish_decoders(self, p: int, finished: list[Request]) -> None: ...
     def _retire(self, finished: list[Request], end_ms: float) -> list[Request]: ...
     def _head_could_start(self) -> bool: ...
-    def _price_passes(self, times: list[float], d: int, contexts: Sequence[int], ctx: int) -> int: ...
+    def _promote_for_stretch(self, p: int) -> bool: ...
+    def _stretch_booked(self, ends: array[float], start_ms: float) -> None: ...
 
 
 class DestinationHost(Protocol):
     """What :class:`~aisimulate.replay.destination.DecodeDestination` uses: the rank's pool,
-    queues and admission counters, how it starts a decoder, and its own methods."""
+    queues and admission counters, and how it starts a decoder."""
 
     spec: EngineSpec
     policy: AdmissionPolicy
@@ -99,7 +92,3 @@ class DestinationHost(Protocol):
     def _prefix_hit(self, r: Request) -> tuple[int, int, int]: ...
     def _note_peak(self) -> None: ...
     def _start_decoding(self, r: Request, next_pass: int, *, first_single: bool = False) -> None: ...
-    def _next_admission(self, r: Request) -> Request: ...
-    def _materialized_next(self) -> bool: ...
-    def _head_stuck(self) -> bool: ...
-    def _join_decoding(self, p: int) -> int | None: ...

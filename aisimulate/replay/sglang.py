@@ -25,6 +25,7 @@ from __future__ import annotations
 from itertools import islice, takewhile
 from typing import TYPE_CHECKING, Any
 
+from aisimulate.replay.destination import DESTINATION
 from aisimulate.replay.engine import Rank, chunk_totals
 from aisimulate.replay.plan import EngineSpec
 from aisimulate.replay.request import Request
@@ -71,7 +72,7 @@ class SglangRank(Rank):
         if self._since_recv:  # between polls
             return
         while self.materialized and self.num_running < self.spec.max_num_seqs:
-            self._start_decoding(self._next_admission(self.materialized.popleft()), p)
+            self._start_decoding(DESTINATION.next_admission(self, self.materialized.popleft()), p)
 
     def _promote_for_stretch(self, p: int) -> bool:
         self._promote_materialized(p)
@@ -205,14 +206,12 @@ class SglangRank(Rank):
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay)
         return done
 
-    def commit_stretch(self, ends: array[float], start_ms: float) -> list[Request]:
+    def _stretch_booked(self, ends: array[float], start_ms: float) -> None:
         # A stretch starts with an empty queue and ends where an arrival cut it, so its polls
-        # find nothing; only their count carries over.
+        # find nothing; only their count carries over. The ratio decays once a pass.
         polls = len(ends) if self._decode_end_ms == start_ms else len(ends) - 1
         if self._decode_end_ms != start_ms:
             self._since_recv = 0
         self._since_recv = (self._since_recv + polls) % self._recv_interval
         self._decode_end_ms = ends[-1]
-        done = super().commit_stretch(ends, start_ms)
         self.new_token_ratio = max(self.ratio_min, self.new_token_ratio - self.ratio_decay * len(ends))
-        return done

@@ -24,6 +24,7 @@ import numpy as np
 from aisimulate.errors import ConfigError
 from aisimulate.planner.policy import Planner
 from aisimulate.replay.autoscale import Lifecycle, capability, fpm_snapshot, traffic_window
+from aisimulate.replay.destination import DESTINATION
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import unit_blocks
 from aisimulate.replay.kv_events import Clock
@@ -364,7 +365,7 @@ class Simulation:
         reserved = False
         while queue:
             r, prefilled, source = queue[0]
-            missing = rank.reserve(r, committed)
+            missing = DESTINATION.reserve(rank, r, committed)
             if missing is None:
                 if exact:
                     break
@@ -391,7 +392,7 @@ class Simulation:
     def _arrive_decode(self, r: Request, prefilled: Request, source: Rank, rank: Rank, now: float) -> None:
         source.release_sent(prefilled)
         was_idle = not rank.materialized
-        rank.activate(r)
+        DESTINATION.activate(rank, r)
         if was_idle:
             self._wake(rank, now)
 

@@ -4,8 +4,16 @@ While a rank only decodes, every pass's batch is known in advance: the rank's le
 its decoders emit and take per pass (one token each, or their speculative bursts) and the pass
 each one finishes in. The rank prices a run of such passes across those completions (the batch
 shrinks at each, with no replanning) and books any prefix of the run later
-(:meth:`DecodeStretches.commit_stretch`). A worker (:mod:`lockstep`) lays the runs of its
-lock-step ranks side by side: one event per completion or arrival instead of one per pass.
+(:meth:`DecodeStretches.commit`). A worker (:mod:`lockstep`) lays the runs of its lock-step
+ranks side by side: one event per completion or arrival instead of one per pass.
+
+:data:`STRETCHES` is a part of every rank that holds no state of its own: each method takes the
+rank it works on, typed by :class:`~aisimulate.replay.rank_state.StretchHost` (what it reads and
+calls), so rank and part never form a reference cycle. What differs between schedulers is
+asked of the rank through the hooks its protocol declares: whether the waiting head could start
+(``_head_could_start``), which arrived prompts a run starts with (``_promote_for_stretch``), and
+what its own state does over a booked run (``_stretch_booked``: SGLang's polls and new-token
+ratio).
 """
 
 from __future__ import annotations
@@ -13,14 +21,14 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from aisimulate.perf.model import PassRecord
+from aisimulate.replay.stamping import burst_steps, pass_gaps
 
 if TYPE_CHECKING:
-    from aisimulate.replay.engine import Rank
     from aisimulate.replay.rank_state import StretchHost
     from aisimulate.replay.request import Request
 
@@ -50,29 +58,21 @@ class PlannedRun(NamedTuple):
 
 
 class DecodeStretches:
-    """Part of ``Rank`` holding no state of its own: each method takes the rank as ``self``,
-    typed by :class:`~aisimulate.replay.rank_state.StretchHost` (what it reads and calls)."""
+    """A rank's decode-only passes: whether its next ones are, their prices, and their booking."""
 
-    def _head_could_start(self: StretchHost) -> bool:
-        """Whether a decode-only pass now could admit the waiting head (conservatively)."""
-        if not self.waiting or self.num_running >= self.spec.max_num_seqs:
-            return False
-        r = self.waiting[0]
-        return self.policy.admissible(cast("Rank", self), r, self._prefix_hit(r)[1] * self.unit)
-
-    def stretch_ready(self: StretchHost) -> bool:
+    def ready(self, rank: StretchHost) -> bool:
         """Whether the rank's next passes are decode-only passes of its ledger (after admitting
         the arrived KV its next pass would). False when the next pass must be stepped."""
-        if not self.decoding.plans_stretches:
+        if not rank.decoding.plans_stretches:
             return False
         # Arrived KV joins the first pass either way; admitting it here lets the run of
         # decode-only passes start with it.
-        if self.materialized and not self._promote_for_stretch(self.pass_idx):
+        if rank.materialized and not rank._promote_for_stretch(rank.pass_idx):
             return False
-        return not self.prefilling and bool(self.decoders) and not self._head_could_start()
+        return not rank.prefilling and bool(rank.decoders) and not rank._head_could_start()
 
     def _price_passes(
-        self: StretchHost, times: list[float], d: int, contexts: Sequence[int], ctx: int
+        self, rank: StretchHost, times: list[float], d: int, contexts: Sequence[int], ctx: int
     ) -> int:
         """Append the durations of decode-only passes of ``d`` decoders whose summed context is
         ``contexts`` after each (``ctx`` before them); return the context after them. The price
@@ -81,20 +81,20 @@ class DecodeStretches:
         for a long run its bound run pricer (one vectorised call, equal to the bit)."""
         if not contexts:
             return ctx
-        price = self._pricers.get(d)
+        price = rank._pricers.get(d)
         if price is None:
-            perf, tps, capacity = self.perf, self.tokens_per_step, self.capacity_tokens
+            perf, tps, capacity = rank.perf, rank.tokens_per_step, rank.capacity_tokens
             price = perf.decode_line(d, tps, capacity) or perf.decode_pricer(d, tps, capacity)
-            self._pricers[d] = price
+            rank._pricers[d] = price
         if isinstance(price, tuple):
             base, slope = price
             times += [base + slope * c for c in contexts]
         elif len(contexts) < RUN_PRICE_PASSES:
             times += map(price, contexts)
         else:
-            run_pricers = self._run_pricers
+            run_pricers = rank._run_pricers
             if d not in run_pricers:
-                run_pricers[d] = self.perf.decode_run_pricer(d, self.tokens_per_step, self.capacity_tokens)
+                run_pricers[d] = rank.perf.decode_run_pricer(d, rank.tokens_per_step, rank.capacity_tokens)
             run_price = run_pricers[d]
             if run_price is None:
                 times += map(price, contexts)
@@ -102,8 +102,9 @@ class DecodeStretches:
                 times += run_price(np.asarray(contexts, dtype=np.float64)).tolist()
         return contexts[-1]
 
-    def stretch_times(
-        self: StretchHost,
+    def times(
+        self,
+        rank: StretchHost,
         passes: int,
         start: RunTail | None = None,
         taken_blocks: int = 0,
@@ -115,17 +116,17 @@ class DecodeStretches:
         shrinking at each completion the ledger holds (``first_finish``: the run ends with the
         pass of its first completion). The run stops short before a pass that finds no KV blocks
         (counted as if no decoder left: a conservative stop, after which the pass is planned
-        again), and ends with its last decoder. Nothing changes until :meth:`commit_stretch`."""
-        p, d, ctx = start if start is not None else (self.pass_idx, len(self.decoders), self.dec_ctx)
-        ledger, finish_at = self.ledger, self.finish_at
+        again), and ends with its last decoder. Nothing changes until :meth:`commit`."""
+        p, d, ctx = start if start is not None else (rank.pass_idx, len(rank.decoders), rank.dec_ctx)
+        ledger, finish_at = rank.ledger, rank.finish_at
         # A KV-aware router reads which blocks are cached: then a run must not evict any.
-        available = self.pool.num_free if self.stretch_keeps_cache else self.pool.available()
+        available = rank.pool.num_free if rank.stretch_keeps_cache else rank.pool.available()
         fit = ledger.passes_with_blocks(p, passes, available - taken_blocks)
         if not fit:  # the next pass must preempt
             return PlannedRun([], [], d > 0, RunTail(p, d, ctx))
         last = p + fit
         # The completions in the run's passes, looked up among the rank's (ascending).
-        passes_with_finishes = self.finish_passes
+        passes_with_finishes = rank.finish_passes
         i = bisect_left(passes_with_finishes, p)
         if first_finish:
             finishes = passes_with_finishes[i : i + 1]
@@ -138,47 +139,49 @@ class DecodeStretches:
         times: list[float] = []
         k = p
         for f in finishes:
-            ctx = self._price_passes(times, d, ledger.contexts(ctx, k, f + 1 - k, d), ctx)
+            ctx = self._price_passes(rank, times, d, ledger.contexts(ctx, k, f + 1 - k, d), ctx)
             k = f + 1
             for r in finish_at[f]:  # the terminal token it emitted is never computed
                 ctx -= r.dec_nc0 + ledger.done(r, k - r.dec_pass0)
             d -= len(finish_at[f])
         if d and k < last:
-            ctx = self._price_passes(times, d, ledger.contexts(ctx, k, last - k, d), ctx)
+            ctx = self._price_passes(rank, times, d, ledger.contexts(ctx, k, last - k, d), ctx)
             k = last
         return PlannedRun(times, [f - p for f in finishes], fit < passes and d > 0, RunTail(k, d, ctx))
 
-    def stretch_blocks(self: StretchHost, passes: int) -> int:
+    def blocks(self, rank: StretchHost, passes: int) -> int:
         """Blocks the decoders take over the next ``passes`` decode-only passes."""
-        return self.ledger.blocks_over(self.pass_idx, passes)
+        return rank.ledger.blocks_over(rank.pass_idx, passes)
 
-    def commit_stretch(self: StretchHost, ends: array[float], start_ms: float) -> list[Request]:
+    def commit(self, rank: StretchHost, ends: array[float], start_ms: float) -> list[Request]:
         """Book the next ``len(ends)`` planned passes (the first starting at ``start_ms``), of
         which only the last may complete decoders; return the requests that finished."""
         k = len(ends)
-        p, d, ledger = self.pass_idx, len(self.decoders), self.ledger
+        p, d, ledger, collector = rank.pass_idx, len(rank.decoders), rank.ledger, rank.collector
         blocks = ledger.blocks_over(p, k)
         tokens = ledger.tokens_over(p, k)
-        self.pool.allocate_anon(blocks)
-        self.reserved_blocks -= blocks
-        self._note_peak()
+        rank.pool.allocate_anon(blocks)
+        rank.reserved_blocks -= blocks
+        rank._note_peak()
         first, last = ends[0], ends[-1]
-        self.trim_pass_ends()
-        self.pass_end_ms.append(first)
-        self._decoder_gaps(first, d)
-        if self._bursts is not None:
-            self._count_bursts(d * k, tokens)
+        rank.trim_pass_ends()
+        rank.pass_end_ms.append(first)
+        pass_gaps(rank._fresh, d, rank.pass_end_ms, collector)
+        if rank._bursts is not None:
+            burst_steps(d * k, tokens, collector)
         if k > 1:
-            self.collector.gaps(ends, d)
-            self.pass_end_ms.extend(ends[1:])
+            collector.gaps(ends, d)
+            rank.pass_end_ms.extend(ends[1:])
         last_start = ends[-2] if k > 1 else start_ms
-        # Set through another name: mypy takes ``self.x = ...`` in a method for a declaration of
-        # x on this part, which would hide a rank lacking x from the StretchHost check.
-        rank = self
         rank._last_start_ms, rank._last_end_ms = last_start, last
-        rank.last_pass = PassRecord(0, 0, d, self.dec_ctx + tokens, last - last_start)
-        self.dec_ctx += tokens
-        self.pass_idx += k
+        rank.last_pass = PassRecord(0, 0, d, rank.dec_ctx + tokens, last - last_start)
+        rank.dec_ctx += tokens
+        rank.pass_idx += k
         finished: list[Request] = []
-        self._finish_decoders(p + k - 1, finished)
-        return self._retire(finished, last)
+        rank._finish_decoders(p + k - 1, finished)
+        done = rank._retire(finished, last)
+        rank._stretch_booked(ends, start_ms)
+        return done
+
+
+STRETCHES = DecodeStretches()

@@ -26,7 +26,7 @@ from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import Router, make_router
 from aisimulate.replay.sglang import SglangRank
-from aisimulate.replay.stretch import PlannedRun
+from aisimulate.replay.stretch import STRETCHES, PlannedRun
 
 # The rank that runs each pass shape a backend profile names.
 RANK_CLASSES: dict[str, type[Rank]] = {"mixed": Rank, "extend_or_decode": SglangRank}
@@ -165,7 +165,7 @@ class Worker:
         runs: list[tuple[int, PlannedRun]] = []
         for rank in self.ranks:
             if rank.has_work():
-                if not rank.stretch_ready() or (run := next_run(rank)) is None:
+                if not STRETCHES.ready(rank) or (run := next_run(rank)) is None:
                     return None
                 runs.append((rank.rank, run))
         window = self._window = Window(self.ranks, now_ms)
@@ -190,7 +190,7 @@ class Worker:
                 window.commit(i, window.pos)
                 if not rank.has_work():
                     window.drop(i)
-                elif not rank.stretch_ready() or not window.price(i):
+                elif not STRETCHES.ready(rank) or not window.price(i):
                     self._close()
                     return None
         dirty.clear()

@@ -10,7 +10,7 @@ from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.request import Request
-from aisimulate.replay.stretch import RUN_PRICE_PASSES
+from aisimulate.replay.stretch import RUN_PRICE_PASSES, STRETCHES, DecodeStretches
 from aisimulate.replay.workers import Worker
 from aisimulate.workload import SyntheticWorkload
 from aisimulate.workload.request import RequestSpec
@@ -55,36 +55,36 @@ def test_a_run_spans_completions_and_the_batch_shrinks_at_each():
     # Both decoded their first token: the one with 4 outputs has 3 passes left, the last of
     # which finishes it (127 + 3 computed tokens leave the batch's context with it); the other
     # then decodes alone.
-    run = rank.stretch_times(10)
+    run = STRETCHES.times(rank, 10)
     expected = [decode_ms(2 * (127 + k), capacity) for k in range(1, 4)]
     expected += [decode_ms(127 + k, capacity) for k in range(4, 11)]
     assert run.times == pytest.approx(expected, rel=1e-12)
     assert run.finishes == [2] and not run.short
     # A run priced on from where an earlier one ended is the rest of the same run.
-    head = rank.stretch_times(2)
-    rest = rank.stretch_times(8, head.tail, rank.stretch_blocks(2))
+    head = STRETCHES.times(rank, 2)
+    rest = STRETCHES.times(rank, 8, head.tail, STRETCHES.blocks(rank, 2))
     assert head.times + rest.times == run.times and rest.finishes == [0] and rest.tail == run.tail
     ends = planned(rank, start, run.times)
-    finished = rank.commit_stretch(ends[:3], start)
+    finished = STRETCHES.commit(rank, ends[:3], start)
     assert [r.rid for r in finished] == [0]
     assert finished[0].generated == 4 and finished[0].finish_ms == ends[2]
     assert rank.pass_idx == 4 and len(rank.decoders) == 1
     # Booking the rest continues the same run.
-    assert rank.commit_stretch(ends[3:], ends[2]) == []
+    assert STRETCHES.commit(rank, ends[3:], ends[2]) == []
     assert rank.pass_idx == 11 and rank.decoders[1].generated == 1
-    assert rank.stretch_times(1).times == pytest.approx([decode_ms(127 + 11, capacity)], rel=1e-12)
+    assert STRETCHES.times(rank, 1).times == pytest.approx([decode_ms(127 + 11, capacity)], rel=1e-12)
 
 
 def test_a_run_to_the_first_completion_stops_there_and_goes_on_from_its_tail():
     rank, _ = decoding_rank(100, 4, 7, 30)
-    whole = rank.stretch_times(10)
-    head = rank.stretch_times(10, first_finish=True)
+    whole = STRETCHES.times(rank, 10)
+    head = STRETCHES.times(rank, 10, first_finish=True)
     assert head.finishes == [2] and head.times == whole.times[:3] and not head.short
     assert head.tail.pass_idx == rank.pass_idx + 3 and head.tail.decoders == 2
-    rest = rank.stretch_times(7, head.tail, rank.stretch_blocks(3), first_finish=True)
+    rest = STRETCHES.times(rank, 7, head.tail, STRETCHES.blocks(rank, 3), first_finish=True)
     assert rest.finishes == [2] and head.times + rest.times == whole.times[:6]
     # No completion within reach: the run is as long as asked.
-    assert len(rank.stretch_times(2, first_finish=True).times) == 2
+    assert len(STRETCHES.times(rank, 2, first_finish=True).times) == 2
 
 
 def test_a_long_run_is_priced_with_one_vectorised_call_equal_to_the_bit(monkeypatch):
@@ -98,7 +98,7 @@ def test_a_long_run_is_priced_with_one_vectorised_call_equal_to_the_bit(monkeypa
 
     monkeypatch.setattr(rank.perf, "decode_run_pricer", spy)
     # Two decoders for 2 + RUN_PRICE_PASSES passes (long: one call), then 3 alone (short: per pass).
-    run = rank.stretch_times(5 + RUN_PRICE_PASSES)
+    run = STRETCHES.times(rank, 5 + RUN_PRICE_PASSES)
     two = RUN_PRICE_PASSES + 2
     expected = [decode_ms(2 * (127 + k), capacity) for k in range(1, two + 1)]
     expected += [decode_ms(127 + k, capacity) for k in range(two + 1, two + 4)]
@@ -108,7 +108,7 @@ def test_a_long_run_is_priced_with_one_vectorised_call_equal_to_the_bit(monkeypa
 
 def test_a_run_ends_with_its_last_decoder():
     rank, _ = decoding_rank(100, 3, 5)
-    run = rank.stretch_times(32)
+    run = STRETCHES.times(rank, 32)
     assert len(run.times) == 4 and run.finishes == [1, 3] and not run.short
     assert run.tail.decoders == 0 and run.tail.context_tokens == 0
 
@@ -118,10 +118,10 @@ def test_a_speculative_run_advances_by_its_bursts():
     # with 10 outputs has 9 left after its prompt pass: 3 steps, the third of which finishes it.
     rank, start = decoding_rank(100, 10, 30, nextn=2, nextn_accept_rates=[1.0, 1.0])
     assert rank.decoding.plans_stretches
-    run = rank.stretch_times(3)
+    run = STRETCHES.times(rank, 3)
     expected = [decode_ms(2 * (127 + 3 * k), rank.capacity_tokens) for k in range(1, 4)]
     assert run.times == pytest.approx(expected, rel=1e-12) and run.finishes == [2]
-    finished = rank.commit_stretch(planned(rank, start, run.times), start)
+    finished = STRETCHES.commit(rank, planned(rank, start, run.times), start)
     assert [r.rid for r in finished] == [0] and finished[0].generated == 10
     assert rank.pass_idx == 4 and rank.dec_ctx == 127 + 9  # the other: its prompt and 3 bursts
     collector = rank.collector
@@ -132,10 +132,10 @@ def test_a_run_stops_before_the_pass_that_finds_no_block():
     # 4 blocks hold both prompts (2 each, the 128th token fits the second block); the pass
     # after the first decode needs a third block per decoder, which is not there.
     rank, start = decoding_rank(4, 10, 10)
-    run = rank.stretch_times(8)
+    run = STRETCHES.times(rank, 8)
     assert len(run.times) == 1 and run.short
-    rank.commit_stretch(planned(rank, start, run.times), start)
-    run = rank.stretch_times(8)
+    STRETCHES.commit(rank, planned(rank, start, run.times), start)
+    run = STRETCHES.times(rank, 8)
     assert run.times == [] and run.short  # the next pass must preempt: stepped
 
 
@@ -178,19 +178,19 @@ def test_planned_passes_are_priced_once_not_again_at_every_hand_off(monkeypatch)
     # boundary, so passes are priced only up to the rank's next completion, never a long chunk
     # ahead that the next hand-off would price again.
     priced, booked = [0], [0]
-    stretch_times, commit_stretch = Rank.stretch_times, Rank.commit_stretch
+    times, commit = DecodeStretches.times, DecodeStretches.commit
 
-    def counted_times(self, *args, **kwargs):
-        run = stretch_times(self, *args, **kwargs)
+    def counted_times(self, rank, *args, **kwargs):
+        run = times(self, rank, *args, **kwargs)
         priced[0] += len(run.times)
         return run
 
-    def counted_commit(self, ends, start_ms):
+    def counted_commit(self, rank, ends, start_ms):
         booked[0] += len(ends)
-        return commit_stretch(self, ends, start_ms)
+        return commit(self, rank, ends, start_ms)
 
-    monkeypatch.setattr(Rank, "stretch_times", counted_times)
-    monkeypatch.setattr(Rank, "commit_stretch", counted_commit)
+    monkeypatch.setattr(DecodeStretches, "times", counted_times)
+    monkeypatch.setattr(DecodeStretches, "commit", counted_commit)
     plan = DeploymentPlan(
         model="meta-llama/Llama-3.1-8B",
         system="h200_sxm",
