@@ -12,7 +12,9 @@ AIConfigurator's serving-run format (``systems/silicon_sample.csv``: ``model_pat
 ``silicon_tpot_ms``) is read too, aggregated and disaggregated rows alike. That file is a
 third party's export with blanks where a run did not record something, so a row of it that
 cannot be read keeps its place with the reason (``MeasuredRow.problem``) instead of stopping
-the read; a missing column still does.
+the read; a missing column still does. Its disaggregated rows from InferenceX's dated exports,
+which leave the worker counts blank, take them (and the run's MTP) from the InferenceX config entry
+they match (``aisimulate.fidelity.inferencex``).
 """
 
 from __future__ import annotations
