@@ -206,6 +206,8 @@ def test_read_measured_fills_the_counts_from_the_bundled_table_and_the_case_runs
     assert "not the row's nvcr.io/nvidia/other:1" in read["old"].problem
     case = build_case(mtp)
     assert case.plan.decode.nextn == 3 and case.plan.prefill.nextn == 3
+    # At DeepSeek-R1's documented acceptance (2.82 tokens a step at 3 drafts), not the default's 2.1.
+    assert case.plan.decode.mean_tokens_per_step == pytest.approx(2.82)
     assert (case.plan.decode.attention_dp, case.plan.decode.replicas) == (32, 1)
     assert build_case(stp).plan.decode.nextn == 0
 
