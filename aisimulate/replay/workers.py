@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +150,10 @@ class Worker:
         self._stepping: list[Rank] = []
         self._window: Window | None = None
         self._stretches = stretches
+        # A lone vLLM-style rank whose window closed on a pass that finds no blocks is stepped at
+        # once: planning would fail on it again (SGLang's readiness check admits arrived KV).
+        self._lone_vllm = len(ranks) == 1 and type(ranks[0]) is Rank
+        self._must_step = False  # the window closed on a pass that only stepping can run
 
     def has_work(self) -> bool:
         # A plain loop, cheaper than any() over a generator: the event loop asks every idle
@@ -164,11 +169,12 @@ class Worker:
         planned past the first)."""
         self.busy = True
         self.version += 1
+        self._must_step = False
         if self._window is not None:
             resumed = self._resume(until_ms)
             if resumed is not None:
                 return resumed
-        if self._stretches:
+        if self._stretches and not self._must_step:
             planned = self._plan(now_ms, until_ms)
             if planned is not None:
                 return planned
@@ -198,6 +204,8 @@ class Worker:
         assert window is not None
         if window.pos >= window.passes and window.final:
             self._close()
+            # Where a rank ran short of blocks rather than a timeline sample being due.
+            self._must_step = window.cap > window.pos and self._lone_vllm and starved(self.ranks[0])
             return None
         dirty = window.dirty
         for rank in self.ranks:
@@ -207,6 +215,8 @@ class Worker:
                 if not rank.has_work():
                     window.drop(i)
                 elif not STRETCHES.ready(rank) or not window.price(i):
+                    # A lone rank would fail to plan again, on the state it was just judged on.
+                    self._must_step = len(self.ranks) == 1
                     self._close()
                     return None
         dirty.clear()
@@ -310,6 +320,10 @@ class Pool:
     router: Router
     worker_of: dict[int, Worker]
     created: int = 0  # workers built so far: the next one's index
+    # Decode-pass prices bound per batch size, shared by every rank of the pool: they have one
+    # perf model, tokens per step and KV capacity, so a price bound once serves them all.
+    pricers: dict[int, tuple[float, float] | Callable[[float], float]] = field(default_factory=dict)
+    run_pricers: dict[int, Callable[[np.ndarray], np.ndarray] | None] = field(default_factory=dict)
 
     def new_worker(self) -> Worker:
         """Build the pool's next worker (not yet routable: see :meth:`activate`)."""
@@ -333,6 +347,7 @@ class Pool:
         ]
         self.created += 1
         for rank in ranks:
+            rank._pricers, rank._run_pricers = self.pricers, self.run_pricers
             rank.stretch_keeps_cache = self.router.reads_cached_blocks
             rank.async_admission = engine.async_scheduling
             rank.eager_pass_floor_ms = engine.eager_pass_floor_ms
@@ -358,6 +373,15 @@ class Pool:
         """Stop routing to ``worker`` (it drains what it already has)."""
         self.workers.remove(worker)
         self.ranks[:] = [rank for rank in self.ranks if self.worker_of[id(rank)] is not worker]
+
+
+def starved(rank: Rank) -> bool:
+    """Whether a rank's next pass (it is booked up to there) finds no blocks for its decoders'
+    steps, so that no run can be planned from it: its readiness check fails without admitting
+    anything (arrived KV joins only a pass with room), and the pass preempts."""
+    if rank.stretch_keeps_cache or not rank.decoding.plans_stretches or not rank.decoders:
+        return False
+    return rank.ledger.blocks(rank.pass_idx) > rank.pool.available()
 
 
 def host_tiers(spec: EngineSpec, engine: ResolvedEngine, unit: int, g1: BlockPool) -> HostTiers:
