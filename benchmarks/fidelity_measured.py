@@ -70,6 +70,8 @@ OUT_COLUMNS = (
     "steady_ttft_error_pct",
     "steady_tpot_error_pct",
     "fitted",
+    "nextn",
+    "workers_from",
 )
 LISTED_SKIPS = 40  # more skipped rows than this are summarised by reason (all of them are in --out)
 
@@ -191,6 +193,8 @@ def _write_out(path: Path, results: list[Outcome | Skipped]) -> None:
                 "backend": row.backend,
                 "measured_ttft_ms": row.measured_ttft_ms,
                 "measured_tpot_ms": row.measured_tpot_ms,
+                "nextn": row.nextn,
+                "workers_from": row.workers_from,
             }
             if isinstance(r, Skipped):
                 writer.writerow({**base, "status": f"skipped: {r.reason}"})

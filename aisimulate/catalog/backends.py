@@ -86,6 +86,16 @@ class BackendProfile:
     # the next pass, detokenisation and streaming in the API server) it stands for, the rows do
     # not tell (docs/fidelity.md, "vLLM aggregated: the first token comes a pass late").
     async_first_token_lag_passes: float = 0.0
+    # Host time per decoder layer of a pass that runs without CUDA graphs: a pass with prompt
+    # tokens, where the engine's graphs capture decode-only batches (``cuda_graphs.pads`` =
+    # "decode") and no piecewise graphs cover the rest. Such a pass launches every kernel from
+    # the host, so it lasts at least layers per pipeline stage x this, however little the GPU
+    # has to do. TRT-LLM's PyTorch backend (its graphs run generation-only batches); fitted on
+    # the development split's aggregated TRT-LLM rows, whose TTFT at few users has a floor
+    # proportional to the layers and independent of the TP size and the prompt length
+    # (docs/fidelity.md, "TRT-LLM aggregated: a pass with a prompt runs eagerly"). 0: none
+    # (vLLM's piecewise graphs cover mixed passes; SGLang's extend passes are in its fits).
+    eager_layer_ms: float = 0.0
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -163,6 +173,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
             ladder=((1, 1), (2, 2), (4, 4), (8, 8), (128, 64)), max_batch_size=128, pads="decode"
         ),
         kv_handoff_ms=90,
+        eager_layer_ms=1.5,
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",

@@ -187,6 +187,9 @@ def build_case(
         "async_scheduling": _async_scheduling(row),
         "cuda_graph_padding": cuda_graph_padding,
         "sglang": SglangOptions(scheduler_recv_interval=sglang_recv_interval(row, checkpoint)),
+        # Speculative decoding as the run's config set it, at the engine's default acceptance rates
+        # (no row records the rates its drafts reached).
+        "nextn": row.nextn,
     }
     batched_tokens = vllm_max_num_batched_tokens(row, checkpoint)
     if batched_tokens is not None:

@@ -12,7 +12,9 @@ AIConfigurator's serving-run format (``systems/silicon_sample.csv``: ``model_pat
 ``silicon_tpot_ms``) is read too, aggregated and disaggregated rows alike. That file is a
 third party's export with blanks where a run did not record something, so a row of it that
 cannot be read keeps its place with the reason (``MeasuredRow.problem``) instead of stopping
-the read; a missing column still does.
+the read; a missing column still does. Its disaggregated rows from InferenceX's dated exports,
+which leave the worker counts blank, take them (and the run's MTP) from the InferenceX config entry
+they match (``aisimulate.fidelity.inferencex``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from datetime import date
 from pathlib import Path
 
 from aisimulate.errors import ConfigError
+from aisimulate.fidelity import inferencex
 
 REQUIRED = ("system", "backend", "model", "isl", "osl", "concurrency", "tp")
 MEASURED = {"ttft": ("measured_ttft_ms", "ttft_ms"), "tpot": ("measured_tpot_ms", "tpot_ms")}
@@ -77,6 +80,8 @@ class MeasuredRow:
     prefill: RecordedWorkers | None = None
     decode: RecordedWorkers | None = None
     source: str = ""  # where the row came from, as written (AIConfigurator's silicon_data_source)
+    nextn: int = 0  # MTP draft tokens per decode step the run used (InferenceX's config says)
+    workers_from: str = ""  # where unrecorded worker counts were taken from (blank: the row)
     problem: str = ""  # why the row cannot be replayed as read (blank: it can)
 
     def measured_ms(self, metric: str) -> float | None:
@@ -173,14 +178,8 @@ def _worker_shape(cell: dict[str, str], role: str, where: str) -> RecordedWorker
     tp = _silicon_int(cell, f"{role}_tp_size", where, default=None)
     if tp is None:
         raise ConfigError(f"{role}_tp_size is blank", where=f"{where}: {role}_tp_size")
-    workers = _silicon_int(cell, f"{role}_num_workers", where, default=None)
-    if workers is None:
-        # The format has no column that would determine them (docs/fidelity.md, "Coverage").
-        raise ConfigError(
-            "disaggregated worker counts not recorded (nor a GPU total, throughput or config id that "
-            "would determine them)",
-            where=f"{where}: {role}_num_workers",
-        )
+    # 0: not recorded (InferenceX's dated exports); its config may tell them (_inferencex_workers).
+    workers = _silicon_int(cell, f"{role}_num_workers", where, default=0)
     return RecordedWorkers(
         tp=tp,
         pp=_silicon_int(cell, f"{role}_pp_size", where) or 1,
@@ -230,6 +229,9 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
         )
     else:
         prefill, decode = _worker_shape(cell, "prefill", where), _worker_shape(cell, "decode", where)
+        if not (prefill.workers and decode.workers):
+            prefill, decode, taken = _inferencex_workers(cell, source, concurrency, prefill, decode, where)
+            fields.update(taken)
         batch = _silicon_int(cell, "decode_batch_size", where, default=None)
         concurrency = concurrency or (batch and batch * decode.attn_dp * decode.workers)
         fields.update(
@@ -255,6 +257,44 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
         "measured_ttft_ms": ttft,
         "measured_tpot_ms": tpot,
     }
+
+
+def _inferencex_workers(
+    cell: dict[str, str],
+    source: str,
+    concurrency: int | None,
+    prefill: RecordedWorkers,
+    decode: RecordedWorkers,
+    where: str,
+) -> tuple[RecordedWorkers, RecordedWorkers, dict[str, object]]:
+    """A disaggregated row without worker counts, as the InferenceX entry it matches ran
+    (``aisimulate.fidelity.inferencex``); raises ``ConfigError`` with the reason when none does."""
+
+    def recorded(r: RecordedWorkers) -> tuple[int, int, int, int, int]:
+        return (r.tp, r.pp, r.attn_dp, r.moe_tp, r.moe_ep)
+
+    try:
+        found = inferencex.resolve(
+            model=cell["model_path"].strip(),
+            precision=cell.get("precision", "").strip().lower(),
+            system=cell["system"].strip(),
+            backend=cell["backend"].strip().lower(),
+            isl=_int(cell["isl"], field="isl", where=f"{where}: isl"),
+            osl=_int(cell["osl"], field="osl", where=f"{where}: osl"),
+            concurrency=concurrency,
+            image=_source_field(source, "image"),
+            prefill=recorded(prefill),
+            decode=recorded(decode),
+        )
+    except inferencex.Unresolved as err:
+        raise ConfigError(
+            f"disaggregated worker counts not recorded; {err}", where=f"{where}: num_workers"
+        ) from None
+    shapes = [
+        RecordedWorkers(tp=r.tp, attn_dp=r.attention_dp, moe_tp=r.moe_tp, moe_ep=r.moe_ep, workers=r.workers)
+        for r in (found.prefill, found.decode)
+    ]
+    return shapes[0], shapes[1], {"nextn": found.nextn, "workers_from": found.source}
 
 
 _UNREAD: dict[str, object] = {

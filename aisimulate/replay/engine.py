@@ -164,6 +164,9 @@ class Rank:
         # Passes (of the pass that computed it) before a first token reaches the client (set by
         # the pool builder from the backend profile; 0: at the pass end).
         self.first_token_lag_passes = 0.0
+        # The least a pass with prompt tokens lasts when it runs without CUDA graphs (set by the
+        # pool builder from BackendProfile.eager_layer_ms; 0: no floor).
+        self.eager_pass_floor_ms = 0.0
         self._last_start_ms = self._last_end_ms = -1.0
         self._admit_until_ms = 0.0  # waiting requests enqueued later wait for the next pass
 
@@ -469,6 +472,8 @@ class Rank:
         ms = self.perf.time_ms(
             tokens, requests, pairs, context, d, d_ctx, self.tokens_per_step, active_kv, self.capacity_tokens
         )
+        if tokens and ms < self.eager_pass_floor_ms:
+            ms = self.eager_pass_floor_ms
         self.last_pass = PassRecord(tokens, requests, d, d_ctx, ms)
         return ms
 

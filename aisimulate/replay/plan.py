@@ -87,6 +87,10 @@ class EngineSpec(_Frozen):
     # Under asynchronous scheduling, passes (of the pass that computed it) before a request's
     # first token reaches the client; None: the backend's (BackendProfile.async_first_token_lag_passes).
     first_token_lag_passes: float | None = Field(default=None, ge=0)
+    # A pass with prompt tokens that runs without CUDA graphs lasts at least this many ms per
+    # decoder layer of a pipeline stage (its host launches every kernel); None: the backend's
+    # (BackendProfile.eager_layer_ms: TRT-LLM's passes with prompts), 0: no floor.
+    eager_layer_ms: float | None = Field(default=None, ge=0)
     # CUDA-graph batch padding: a pass is priced at the next batch size the backend captures
     # (BackendProfile.cuda_graphs). Off by default: on the development rows it moved TPOT the
     # wrong way where our decode kernels are already slow (docs/fidelity.md).

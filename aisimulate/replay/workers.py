@@ -43,6 +43,7 @@ class ResolvedEngine:
     num_gpu_blocks: int
     kv_bytes_per_token_per_gpu: float
     async_scheduling: bool = False
+    eager_pass_floor_ms: float = 0.0  # see Rank.eager_pass_floor_ms
 
 
 def resolve_frontend_latency_ms(plan: DeploymentPlan) -> float:
@@ -115,7 +116,17 @@ def resolve_engine(
         num_gpu_blocks=blocks,
         kv_bytes_per_token_per_gpu=memory.kv_bytes_per_token_per_gpu,
         async_scheduling=async_scheduling,
+        eager_pass_floor_ms=eager_pass_floor_ms(plan.backend, spec, model.num_layers),
     )
+
+
+def eager_pass_floor_ms(backend: str, spec: EngineSpec, num_layers: int) -> float:
+    """The least a pass with prompt tokens lasts on one of the engine's pipeline stages when it
+    runs without CUDA graphs: its layers times the host's launch time per layer."""
+    per_layer = spec.eager_layer_ms
+    if per_layer is None:
+        per_layer = backend_profile(backend).eager_layer_ms
+    return per_layer * -(-num_layers // spec.pp)
 
 
 class Worker:
@@ -322,6 +333,7 @@ class Pool:
         for rank in ranks:
             rank.stretch_keeps_cache = self.router.reads_cached_blocks
             rank.async_admission = engine.async_scheduling
+            rank.eager_pass_floor_ms = engine.eager_pass_floor_ms
             if engine.async_scheduling:
                 lag = spec.first_token_lag_passes
                 rank.first_token_lag_passes = (

@@ -76,15 +76,16 @@ def test_aiconfigurator_rows_agg_and_disagg_come_out_per_split_with_coverage(ben
     disagg = rows["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"]
     assert (disagg["status"], disagg["mode"], disagg["split"]) == ("ok", "disagg", "development")
     assert rows["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"]["split"] == "validation"
-    skipped = rows["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
-    assert skipped["status"].startswith("skipped: disaggregated worker counts not recorded")
+    filled = rows["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
+    assert (filled["status"], filled["nextn"]) == ("ok", "0")
+    assert filled["workers_from"] == "InferenceX gptoss-fp4-gb200-dynamo-trt"
     text = capsys.readouterr().out
-    assert "split development: 5/6 rows replayed" in text and "split validation: 1/1 rows replayed" in text
+    assert "split development: 6/6 rows replayed" in text and "split validation: 1/1 rows replayed" in text
     summary = json.loads(text.strip().splitlines()[-1])
-    assert (summary["rows"], summary["replayed"], summary["skipped"]) == (7, 6, 1)
+    assert (summary["rows"], summary["replayed"], summary["skipped"]) == (7, 7, 0)
     dev = summary["splits"]["development"]
-    assert (dev["rows"], dev["replayed"], dev["coverage"]) == (6, 5, round(5 / 6, 4))
-    assert set(dev["by_mode"]) == {"agg", "disagg"} and dev["by_mode"]["disagg"]["tpot"]["n"] == 1
+    assert (dev["rows"], dev["replayed"], dev["coverage"]) == (6, 6, 1.0)
+    assert set(dev["by_mode"]) == {"agg", "disagg"} and dev["by_mode"]["disagg"]["tpot"]["n"] == 2
     assert set(dev["by_backend"]) == {"sglang", "trtllm", "vllm"}
     assert set(dev["by_client"]) == {"inferencex", "fixed-lengths"}
     assert "median_signed_pct" in dev["all"]["ttft"]
@@ -133,8 +134,15 @@ def test_acceptance_systems_are_held_back_unless_named(bench, tmp_path, capsys):
     assert bench.main(["--csv", str(path), "--acceptance", "h100_sxm"]) == 2
 
 
-def test_a_concurrency_bound_keeps_the_smaller_runs(bench, capsys):
-    assert bench.main(["--csv", str(SILICON), "--quiet", "--max-concurrency", "8"]) == 0
+def test_a_concurrency_bound_keeps_the_smaller_runs(bench, tmp_path, capsys):
+    lines = SILICON.read_text().splitlines()
+    # A row no InferenceX entry matches (385 users): unreadable, skipped with its reason.
+    unreadable = next(line for line in lines if "_c384_" in line).replace(
+        "concurrency=384", "concurrency=385"
+    )
+    path = tmp_path / "with_unreadable.csv"
+    path.write_text("\n".join([*lines, unreadable]) + "\n")
+    assert bench.main(["--csv", str(path), "--quiet", "--max-concurrency", "8"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    # c8, c8, c4, c4 and the unreadable row (skipped with its reason); not c16 or c512.
+    # c8, c8, c4, c4 and the unreadable row (skipped with its reason); not c16, c384 or c512.
     assert (summary["rows"], summary["replayed"]) == (5, 4)

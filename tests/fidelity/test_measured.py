@@ -98,13 +98,31 @@ def test_disaggregated_rows_carry_both_roles_and_their_worker_counts(silicon):
     assert row.concurrency == 4 and row.backend_version == "0.8.1.post2"
 
 
-def test_a_row_missing_what_a_replay_needs_keeps_its_place_with_the_reason(silicon):
+def test_unrecorded_worker_counts_come_from_the_inferencex_entry_the_row_ran(silicon):
     row = silicon["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
-    assert "disaggregated worker counts not recorded" in row.problem
-    assert "(nor a GPU total, throughput or config id that would determine them)" in row.problem
-    assert row.mode == "disagg"  # counted with its mode's rows
-    assert f"{SILICON}:7: prefill_num_workers" in row.problem
+    # InferenceX's gptoss-fp4-gb200-dynamo-trt runs 256 and 384 users at 8k/1k on 2 TP1 prefill
+    # workers and 1 TP2 decode worker.
+    assert row.problem == ""
+    assert (row.prefill.workers, row.prefill.tp, row.decode.workers, row.decode.tp) == (2, 1, 1, 2)
+    assert (row.nextn, row.workers_from) == (0, "InferenceX gptoss-fp4-gb200-dynamo-trt")
     assert len(silicon) == 7
+
+
+def test_a_row_missing_what_a_replay_needs_keeps_its_place_with_the_reason(tmp_path):
+    lines = SILICON.read_text().splitlines()
+    # The same row at a concurrency InferenceX's config does not run on that deployment.
+    unmatched = next(line for line in lines if "_c384_" in line).replace(
+        "silicon_concurrency=384", "silicon_concurrency=385"
+    )
+    path = tmp_path / "unmatched.csv"
+    path.write_text(f"{lines[0]}\n{unmatched}\n")
+    (row,) = read_measured(path)
+    assert (
+        "disaggregated worker counts not recorded; no InferenceX entry at the row's concurrency"
+        in row.problem
+    )
+    assert row.mode == "disagg"  # counted with its mode's rows
+    assert f"{path}:2: num_workers" in row.problem
 
 
 def test_a_silicon_file_without_a_needed_column_is_one_error(tmp_path):

@@ -1,0 +1,217 @@
+"""InferenceX's own declaration of its disaggregated runs, for the rows that do not record their
+worker counts.
+
+InferenceX's dated exports (``source_file=YYYY-MM-DD.csv`` in AIConfigurator's serving runs) leave
+every disaggregated row's ``*_num_workers`` blank. InferenceX declares each multi-node
+disaggregated benchmark it runs in ``.github/configs/nvidia-master.yaml`` of
+https://github.com/SemiAnalysisAI/InferenceX (Apache-2.0): per model, precision, GPU and
+framework, and per sequence length, entries of a concurrency list run on one deployment (workers,
+TP, EP and attention DP per role, MTP or not). ``data/inferencex_disagg.json`` holds those entries
+(commit recorded in the file; extracted by ``benchmarks/extract_inferencex_disagg.py``).
+
+The exports write each role's split in a fixed way that loses part of it: the role's ``tp`` is
+InferenceX's (the role's GPUs), attention DP is always 1, and both roles get the *prefill* role's
+``ep`` as ``moe_ep`` (``moe_tp`` = ``tp / ep``). A row is matched to the entries of its model,
+precision, system, backend, lengths, container image and concurrency whose shapes export to what the
+row records; the entry's own shapes (decode EP and attention DP included) and its MTP draft tokens
+are what ran. No entry, entries that disagree, or MTP whose draft-token count the entry does not
+name leave the row unreplayed, with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+TABLE = Path(__file__).parent / "data" / "inferencex_disagg.json"
+
+
+@dataclass(frozen=True, slots=True)
+class RoleEntry:
+    """One role of an InferenceX entry as its config writes it: GPUs per worker (``tp``), the
+    expert split over them (``ep``), attention data-parallel over them or not."""
+
+    workers: int
+    tp: int
+    ep: int
+    attention_dp: bool
+
+    def exported(self, prefill_ep: int) -> tuple[int, int, int, int, int]:
+        """(tp, pp, attention DP, moe_tp, moe_ep) as the dated exports write this role."""
+        return (self.tp, 1, 1, max(self.tp // prefill_ep, 1), prefill_ep)
+
+    def shape(self) -> WorkerShape:
+        """The role in our terms: a worker of ``tp x attention_dp`` GPUs, experts over all of them."""
+        attention_dp = self.tp if self.attention_dp else 1
+        return WorkerShape(
+            workers=self.workers,
+            tp=self.tp // attention_dp,
+            attention_dp=attention_dp,
+            moe_tp=self.tp // self.ep,
+            moe_ep=self.ep,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerShape:
+    workers: int
+    tp: int
+    attention_dp: int
+    moe_tp: int
+    moe_ep: int
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    config: str  # InferenceX's config name, e.g. dsr1-fp4-gb200-dynamo-trt
+    model: str
+    system: str
+    backend: str
+    precision: str
+    image: str
+    isl: int
+    osl: int
+    concurrency: tuple[int, ...]
+    prefill: RoleEntry
+    decode: RoleEntry
+    spec_decoding: str  # "mtp" or "none"
+    mtp_draft_tokens: int | None  # None: no MTP, or MTP whose recipe does not name the count
+    recipe: str  # the recipe file the entry launches ("" when it names none)
+
+    @property
+    def ran(self) -> tuple[RoleEntry, RoleEntry, str, int | None]:
+        """What a replay takes from the entry; entries that agree on it are one deployment."""
+        return (self.prefill, self.decode, self.spec_decoding, self.mtp_draft_tokens)
+
+    def describe(self) -> str:
+        def role(r: RoleEntry) -> str:
+            return f"{r.workers}x(tp{r.tp} ep{r.ep}{' dp-attn' if r.attention_dp else ''})"
+
+        mtp = f", mtp {self.mtp_draft_tokens or '?'}" if self.spec_decoding == "mtp" else ""
+        return f"{self.recipe or self.config}: prefill {role(self.prefill)}, decode {role(self.decode)}{mtp}"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The deployment an InferenceX row ran, from the one entry (or agreeing entries) it matches."""
+
+    prefill: WorkerShape
+    decode: WorkerShape
+    nextn: int  # MTP draft tokens per decode step; 0 without speculative decoding
+    source: str  # which entry: InferenceX config and recipe
+
+
+class Unresolved(ValueError):
+    """Why a row's workers cannot be taken from InferenceX's entries."""
+
+
+def _role(raw: dict) -> RoleEntry:
+    return RoleEntry(
+        workers=int(raw["workers"]),
+        tp=int(raw["tp"]),
+        ep=int(raw["ep"]),
+        attention_dp=bool(raw["attention_dp"]),
+    )
+
+
+def parse_table(table: dict) -> tuple[Entry, ...]:
+    """The entries of a table in ``inferencex_disagg.json``'s layout."""
+    entries = []
+    for config in table["configs"]:
+        for raw in config["entries"]:
+            entries.append(
+                Entry(
+                    config=config["config"],
+                    model=config["model"],
+                    system=config["system"],
+                    backend=config["backend"],
+                    precision=config["precision"],
+                    image=config["image"],
+                    isl=int(raw["isl"]),
+                    osl=int(raw["osl"]),
+                    concurrency=tuple(int(c) for c in raw["concurrency"]),
+                    prefill=_role(raw["prefill"]),
+                    decode=_role(raw["decode"]),
+                    spec_decoding=raw["spec_decoding"],
+                    mtp_draft_tokens=raw["mtp_draft_tokens"],
+                    recipe=raw["recipe"],
+                )
+            )
+    return tuple(entries)
+
+
+@cache
+def bundled_entries() -> tuple[Entry, ...]:
+    return parse_table(json.loads(TABLE.read_text(encoding="utf-8")))
+
+
+def same_image(a: str, b: str) -> bool:
+    """Container references as InferenceX writes them (``nvcr.io#nvidia/...`` is ``nvcr.io/nvidia/...``)."""
+    return a.replace("#", "/").strip() == b.replace("#", "/").strip()
+
+
+def resolve(
+    *,
+    model: str,
+    precision: str,
+    system: str,
+    backend: str,
+    isl: int,
+    osl: int,
+    concurrency: int | None,
+    image: str,
+    prefill: tuple[int, int, int, int, int],
+    decode: tuple[int, int, int, int, int],
+    entries: tuple[Entry, ...] | None = None,
+) -> Resolved:
+    """The deployment of a disaggregated InferenceX row, from the entries matching it.
+
+    ``prefill``/``decode`` are the row's recorded (tp, pp, attention DP, moe_tp, moe_ep). Raises
+    ``Unresolved`` with the reason when no entry, or entries that disagree, match.
+    """
+    entries = bundled_entries() if entries is None else entries
+    what = f"{model} {precision} on {system} ({backend}) at {isl}/{osl}"
+    same = [
+        e
+        for e in entries
+        if (e.model, e.precision, e.system, e.backend, e.isl, e.osl)
+        == (model, precision, system, backend, isl, osl)
+    ]
+    if not same:
+        raise Unresolved(f"no InferenceX disaggregated entry for {what}")
+    if not image:
+        raise Unresolved(
+            "no container image recorded, so which version of InferenceX's config ran is unknown"
+        )
+    ran = [e for e in same if same_image(e.image, image)]
+    if not ran:
+        images = ", ".join(sorted({e.image for e in same}))
+        raise Unresolved(f"InferenceX's config runs {images}, not the row's {image}")
+    if concurrency is None:
+        raise Unresolved("concurrency not recorded")
+    found = [
+        e
+        for e in ran
+        if concurrency in e.concurrency
+        and e.prefill.exported(e.prefill.ep) == prefill
+        and e.decode.exported(e.prefill.ep) == decode
+    ]
+    if not found:
+        raise Unresolved("no InferenceX entry at the row's concurrency with its per-role shapes")
+    if len({e.ran for e in found}) > 1:
+        raise Unresolved(
+            f"ambiguous: {len(found)} InferenceX entries match ({'; '.join(e.describe() for e in found)})"
+        )
+    entry = found[0]
+    if entry.spec_decoding == "mtp" and entry.mtp_draft_tokens is None:
+        raise Unresolved(
+            f"MTP with a number of draft tokens InferenceX's entry does not name ({entry.describe()})"
+        )
+    return Resolved(
+        prefill=entry.prefill.shape(),
+        decode=entry.decode.shape(),
+        nextn=entry.mtp_draft_tokens or 0,
+        source=f"InferenceX {entry.config} {entry.recipe}".strip(),
+    )

@@ -1,0 +1,291 @@
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from aisimulate.fidelity import build_case, read_measured
+from aisimulate.fidelity.inferencex import (
+    Unresolved,
+    WorkerShape,
+    bundled_entries,
+    parse_table,
+    resolve,
+    same_image,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2"
+
+
+def _entry(conc, prefill, decode, *, spec="none", mtp=None, recipe="r.yaml", isl=1024):
+    def role(workers, tp, ep, dp):
+        return {"workers": workers, "tp": tp, "ep": ep, "attention_dp": dp}
+
+    return {
+        "isl": isl,
+        "osl": 1024,
+        "concurrency": conc,
+        "prefill": role(*prefill),
+        "decode": role(*decode),
+        "spec_decoding": spec,
+        "mtp_draft_tokens": mtp,
+        "recipe": recipe,
+    }
+
+
+TABLE = {
+    "configs": [
+        {
+            "config": "dsr1-fp4-gb200-dynamo-trt",
+            "model": "deepseek-ai/DeepSeek-R1",
+            "system": "gb200",
+            "backend": "trtllm",
+            "precision": "fp4",
+            "image": "nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2",
+            "commit": "0" * 40,
+            "entries": [
+                # DEP32 decode, MTP with 3 draft tokens
+                _entry([180], (1, 4, 4, True), (1, 32, 32, True), spec="mtp", mtp=3, recipe="a_mtp3.yaml"),
+                # the same deployment at 12 users with and without MTP: ambiguous
+                _entry([12, 24], (1, 4, 4, True), (4, 8, 8, False), spec="mtp", mtp=3, recipe="b_mtp3.yaml"),
+                _entry([12, 48], (1, 4, 4, True), (4, 8, 8, False), recipe="b_mtp0.yaml"),
+                # two entries that name one deployment at 96 users: they agree
+                _entry([96], (2, 4, 4, True), (1, 16, 16, True), recipe="c1.yaml"),
+                _entry([96, 192], (2, 4, 4, True), (1, 16, 16, True), recipe="c2.yaml"),
+                # MTP whose recipe does not say how many draft tokens
+                _entry([333], (1, 4, 4, True), (1, 32, 32, True), spec="mtp", recipe="d_mtp.yaml"),
+            ],
+        }
+    ]
+}
+ENTRIES = parse_table(TABLE)
+
+
+def _resolve(users, decode_tp, /, **overrides):
+    # What the dated exports record: the role's GPUs as tp, the prefill ep as moe_ep for both roles.
+    args = {
+        "model": "deepseek-ai/DeepSeek-R1",
+        "precision": "fp4",
+        "system": "gb200",
+        "backend": "trtllm",
+        "isl": 1024,
+        "osl": 1024,
+        "concurrency": users,
+        "image": IMAGE,
+        "prefill": (4, 1, 1, 1, 4),
+        "decode": (decode_tp, 1, 1, decode_tp // 4, 4),
+        "entries": ENTRIES,
+    }
+    return resolve(**(args | overrides))
+
+
+def test_one_matching_entry_gives_its_workers_shapes_and_mtp():
+    found = _resolve(180, 32)
+    # The entry's own split, not the export's: DEP32 is attention DP over 32 GPUs, experts over 32.
+    assert found.decode == WorkerShape(workers=1, tp=1, attention_dp=32, moe_tp=1, moe_ep=32)
+    assert found.prefill == WorkerShape(workers=1, tp=1, attention_dp=4, moe_tp=1, moe_ep=4)
+    assert found.nextn == 3
+    assert found.source == "InferenceX dsr1-fp4-gb200-dynamo-trt a_mtp3.yaml"
+
+
+def test_a_tensor_parallel_decode_entry_without_mtp():
+    found = _resolve(48, 8)
+    assert found.decode == WorkerShape(workers=4, tp=8, attention_dp=1, moe_tp=1, moe_ep=8)
+    assert found.nextn == 0
+
+
+def test_entries_that_agree_on_the_deployment_fill_it_in():
+    found = _resolve(96, 16)
+    assert (found.prefill.workers, found.decode.workers, found.decode.attention_dp) == (2, 1, 16)
+
+
+def test_entries_that_disagree_are_ambiguous_and_named():
+    with pytest.raises(Unresolved, match=r"ambiguous: 2 InferenceX entries match") as err:
+        _resolve(12, 8)
+    assert "b_mtp3.yaml" in str(err.value) and "b_mtp0.yaml" in str(err.value)
+    assert "mtp 3" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"model": "zhipuai/GLM-5"}, "no InferenceX disaggregated entry for zhipuai/GLM-5 fp4 on gb200"),
+        ({"isl": 8192}, "entry for deepseek-ai/DeepSeek-R1 fp4 on gb200 (trtllm) at 8192/1024"),
+        ({"concurrency": 7}, "no InferenceX entry at the row's concurrency"),
+        ({"decode": (16, 1, 1, 4, 4)}, "no InferenceX entry at the row's concurrency with its per-role"),
+        ({"image": ""}, "no container image recorded"),
+        ({"image": "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.5"}, "not the row's nvcr.io/nvidia/ai"),
+        ({"concurrency": None}, "concurrency not recorded"),
+    ],
+)
+def test_rows_that_match_no_entry_say_why(overrides, message):
+    with pytest.raises(Unresolved, match=re.escape(message)):
+        _resolve(180, 32, **overrides)
+
+
+def test_mtp_without_a_draft_token_count_is_not_replayed_without_it():
+    with pytest.raises(Unresolved, match=r"MTP with a number of draft tokens .* \(d_mtp.yaml"):
+        _resolve(333, 32)
+
+
+def test_container_references_compare_across_registry_spellings():
+    assert same_image("nvcr.io#nvidia/x:1", "nvcr.io/nvidia/x:1")
+    assert not same_image("nvcr.io/nvidia/x:1", "nvcr.io/nvidia/x:2")
+
+
+def test_the_bundled_table_is_consistent_and_attributed():
+    table = json.loads((ROOT / "aisimulate" / "fidelity" / "data" / "inferencex_disagg.json").read_text())
+    assert table["source"]["repository"] == "SemiAnalysisAI/InferenceX"
+    assert table["source"]["licence"] == "Apache-2.0"
+    entries = bundled_entries()
+    assert len(entries) > 300
+    for e in entries:
+        for role in (e.prefill, e.decode):
+            assert role.workers >= 1 and role.tp % role.ep == 0, e.describe()
+        assert (e.spec_decoding == "mtp") or e.mtp_draft_tokens is None, e.describe()
+    assert {e.system for e in entries} >= {"b300_sxm", "gb200", "gb300", "h100_sxm"}
+    assert {e.backend for e in entries} == {"trtllm", "sglang"}
+
+
+HEADER = (ROOT / "tests" / "fidelity" / "data" / "silicon_small.csv").read_text().splitlines()[0]
+
+
+def _silicon_row(row_id, concurrency, prefill, decode, image=f"image={IMAGE}"):
+    """A disaggregated row of InferenceX's dated exports: shapes as exported, worker counts blank."""
+    cells = dict.fromkeys(HEADER.split(","), "")
+    cells |= {
+        "id": row_id,
+        "silicon_data_source": f"source_file=2026-03-25.csv; model=DeepSeek-R1; "
+        f"silicon_concurrency={concurrency}; measured=2026-03-23T13:00:07Z; wip=False; {image}",
+        "backend": "trtllm",
+        "model_path": "deepseek-ai/DeepSeek-R1",
+        "system": "gb200",
+        "precision": "fp4",
+        "mode": "disagg",
+        "isl": "1024",
+        "osl": "1024",
+        "gemm_quant_mode": "nvfp4",
+        "moe_quant_mode": "nvfp4",
+        "silicon_ttft_ms": "150.0",
+        "silicon_tpot_ms": "9.0",
+    }
+    for role, (tp, moe_tp, moe_ep) in (("prefill", prefill), ("decode", decode)):
+        cells |= {
+            f"{role}_tp_size": str(tp),
+            f"{role}_pp_size": "1",
+            f"{role}_attention_dp_size": "1",
+            f"{role}_moe_tp_size": str(moe_tp),
+            f"{role}_moe_ep_size": str(moe_ep),
+        }
+    return ",".join(cells[c] for c in HEADER.split(","))
+
+
+def test_read_measured_fills_the_counts_from_the_bundled_table_and_the_case_runs_mtp(tmp_path):
+    # Entries of InferenceX's dsr1-fp4-gb200-dynamo-trt, 1k/1k: 180 users on 1 DEP4 prefill and
+    # 1 DEP32 decode worker with 3 MTP draft tokens; 6144 on 1 DEP4 prefill and 2 DEP4 decode
+    # workers; 4 users with MTP only at 4 TEP8 decode workers; 16 users in no entry.
+    path = tmp_path / "ix.csv"
+    rows = [
+        _silicon_row("mtp", 180, (4, 1, 4), (32, 8, 4)),
+        _silicon_row("stp", 6144, (4, 1, 4), (4, 1, 4)),
+        _silicon_row("none", 16, (4, 1, 4), (8, 2, 4)),
+        _silicon_row("old", 180, (4, 1, 4), (32, 8, 4), image="image=nvcr.io/nvidia/other:1"),
+    ]
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    read = {r.id: r for r in read_measured(path)}
+    mtp = read["mtp"]
+    assert mtp.problem == ""
+    assert (mtp.prefill.workers, mtp.decode.workers, mtp.decode.attn_dp, mtp.decode.moe_ep) == (1, 1, 32, 32)
+    recipe = "ctx1_gen1_dep32_batch4_eplb0_mtp3.yaml"
+    assert (mtp.nextn, mtp.workers_from) == (3, f"InferenceX dsr1-fp4-gb200-dynamo-trt {recipe}")
+    stp = read["stp"]
+    assert (stp.decode.workers, stp.decode.attn_dp, stp.nextn) == (2, 4, 0)
+    assert "counts not recorded; no InferenceX entry at the row's concurrency" in read["none"].problem
+    assert "not the row's nvcr.io/nvidia/other:1" in read["old"].problem
+    case = build_case(mtp)
+    assert case.plan.decode.nextn == 3 and case.plan.prefill.nextn == 3
+    assert (case.plan.decode.attention_dp, case.plan.decode.replicas) == (32, 1)
+    assert build_case(stp).plan.decode.nextn == 0
+
+
+def _extractor():
+    spec = importlib.util.spec_from_file_location(
+        "extract_inferencex_disagg", ROOT / "benchmarks" / "extract_inferencex_disagg.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CONFIG_YAML = """
+dsr1-fp4-gb300-dynamo-trt:
+  image: nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2
+  model: nvidia/DeepSeek-R1-0528-NVFP4-v2
+  model-prefix: dsr1
+  runner: gb300
+  precision: fp4
+  framework: dynamo-trt
+  multinode: true
+  disagg: true
+  seq-len-configs:
+  - isl: 1024
+    osl: 1024
+    search-space:
+    - spec-decoding: "mtp"
+      conc-list: [ 8, 12 ]
+      prefill:
+        num-worker: 1
+        tp: 2
+        ep: 2
+        dp-attn: true
+        additional-settings:
+        - "CONFIG_FILE=recipes/trtllm/gb300-fp4/1k1k/mtp/ctx1_gen4_tep8_batch8_eplb0_mtp3.yaml"
+      decode:
+        num-worker: 4
+        tp: 8
+        ep: 8
+        dp-attn: false
+    - conc-list: [ 5 ]
+      prefill: {num-worker: 1, tp: 2, ep: 2, dp-attn: true}
+      decode: {num-worker: 4, tp: 8, ep: 8}
+dsr1-fp8-mi355x-sglang-disagg:
+  model-prefix: dsr1
+  runner: mi355x
+  precision: fp8
+  framework: sglang-disagg
+  disagg: true
+  seq-len-configs: []
+dsr1-fp8-b200-trt:
+  model-prefix: dsr1
+  runner: b200
+  precision: fp8
+  framework: trt
+  seq-len-configs: []
+"""
+
+
+def test_the_extraction_keeps_disaggregated_nvidia_entries_under_our_names(tmp_path):
+    configs, left_out = _extractor().extract(CONFIG_YAML, "abc123")
+    (config,) = configs
+    assert (config["model"], config["system"], config["backend"], config["commit"]) == (
+        "deepseek-ai/DeepSeek-R1",
+        "gb300",
+        "trtllm",
+        "abc123",
+    )
+    mtp, stp = config["entries"]
+    assert (mtp["concurrency"], mtp["spec_decoding"], mtp["mtp_draft_tokens"]) == ([8, 12], "mtp", 3)
+    assert mtp["recipe"] == "ctx1_gen4_tep8_batch8_eplb0_mtp3.yaml"
+    assert mtp["decode"] == {"workers": 4, "tp": 8, "ep": 8, "attention_dp": False}
+    assert (stp["spec_decoding"], stp["mtp_draft_tokens"], stp["recipe"]) == ("none", None, "")
+    mi355x = "dsr1-fp8-mi355x-sglang-disagg: no mapping for system of 'mi355x', backend of 'sglang-disagg'"
+    assert left_out == [mi355x]
+    # The written table reads back as the entries the replay matches against.
+    out = tmp_path / "table.json"
+    source = tmp_path / "master.yaml"
+    source.write_text(CONFIG_YAML)
+    assert _extractor().main([f"{source}@abc123", "--out", str(out)]) == 0
+    entries = parse_table(json.loads(out.read_text()))
+    assert [(e.concurrency, e.mtp_draft_tokens) for e in entries] == [((8, 12), 3), ((5,), None)]
