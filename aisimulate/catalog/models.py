@@ -8,6 +8,7 @@ layer above computes them the same way.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
 from dataclasses import dataclass, replace
@@ -126,6 +127,9 @@ class ModelSpec:
     sliding_window: int = 0
     num_sliding_layers: int = 0
     num_nextn_layers: int = 0
+    # Documented mean tokens a decode step emits with 1, 2, ... MTP draft tokens (the catalog
+    # entry's `mtp_accepted_tokens`, with its source); empty: not documented for this model.
+    mtp_accepted_tokens: tuple[float, ...] = ()
     weight_dtype: str = "bf16"
     base_dtype: str = "bf16"
     # Which linear layers carry `weight_dtype`: all_linear, mlp (attention stays in base_dtype) or
@@ -133,6 +137,22 @@ class ModelSpec:
     quant_scope: str = "all_linear"
     checkpoint_kv_dtype: str | None = None
     note: str | None = None
+
+    # ---- speculative decoding ----------------------------------------------------------
+    def mtp_accept_rates(self, nextn: int) -> list[float] | None:
+        """Per-position conditional acceptance of ``nextn`` chained MTP drafts, from the documented
+        accepted lengths; None when the model documents none (the engine's default applies).
+
+        Draft i is accepted with the product of the first i rates, so the mean tokens per step at
+        depth k is 1 + the sum of those products, the length documented at k. Depths beyond the
+        documented ones repeat the last step's ratio."""
+        lengths = self.mtp_accepted_tokens
+        if not nextn or not lengths:
+            return None
+        reach = [b - a for a, b in itertools.pairwise((1.0, *lengths))]
+        rates = [reach[0]] + [b / a if a > 0 else 0.0 for a, b in itertools.pairwise(reach)]
+        rates += [rates[-1]] * (nextn - len(rates))
+        return rates[:nextn]
 
     # ---- shape facts -------------------------------------------------------------------
     @property
@@ -651,6 +671,26 @@ def _read_json(path: Path, where: str) -> dict[str, Any]:
     return data
 
 
+def _accepted_tokens(entry: Any, where: str) -> tuple[float, ...]:
+    """A catalog entry's documented MTP accepted lengths: ``{"tokens_per_step": [...], "source"}``,
+    the mean tokens per decode step at 1, 2, ... drafts (growing, at most drafts + 1)."""
+    where = f"{where}: mtp_accepted_tokens"
+    if not isinstance(entry, dict) or not entry.get("source"):
+        raise ConfigError("expected {tokens_per_step: [...], source: ...}", where=where)
+    lengths = entry.get("tokens_per_step")
+    if not isinstance(lengths, list) or not lengths:
+        raise ConfigError("tokens_per_step must be a non-empty list", where=where)
+    previous = 1.0
+    for depth, length in enumerate(lengths, start=1):
+        if not isinstance(length, int | float) or not previous <= length <= depth + 1:
+            raise ConfigError(
+                f"tokens_per_step[{depth - 1}] = {length!r} must lie in [{previous}, {depth + 1}]",
+                where=where,
+            )
+        previous = float(length)
+    return tuple(float(x) for x in lengths)
+
+
 @functools.cache
 def _bundled() -> tuple[dict[str, ModelSpec], dict[str, str]]:
     """(canonical name -> spec, lower-cased lookup key -> canonical name)."""
@@ -662,6 +702,9 @@ def _bundled() -> tuple[dict[str, ModelSpec], dict[str, str]]:
         base = parse_hf_config(
             entry["config"], name=name, source=entry["source"], where=str(path), note=entry.get("note")
         )
+        if "mtp_accepted_tokens" in entry:
+            accepted = _accepted_tokens(entry["mtp_accepted_tokens"], str(path))
+            base = replace(base, mtp_accepted_tokens=accepted)
         specs[name] = base
         for key in [name, path.stem, *entry.get("aliases", [])]:
             index[key.lower()] = name

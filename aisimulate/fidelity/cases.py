@@ -187,8 +187,8 @@ def build_case(
         "async_scheduling": _async_scheduling(row),
         "cuda_graph_padding": cuda_graph_padding,
         "sglang": SglangOptions(scheduler_recv_interval=sglang_recv_interval(row, checkpoint)),
-        # Speculative decoding as the run's config set it, at the engine's default acceptance rates
-        # (no row records the rates its drafts reached).
+        # Speculative decoding as the run's config set it; no row records the rates its drafts
+        # reached, so the replay takes the model's documented acceptance as every replay does.
         "nextn": row.nextn,
     }
     batched_tokens = vllm_max_num_batched_tokens(row, checkpoint)

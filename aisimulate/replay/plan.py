@@ -111,7 +111,8 @@ class EngineSpec(_Frozen):
     bandwidth_g2_to_g3_gbps: float = 7.0
     bandwidth_g3_to_g2_gbps: float = 7.0
     offload_batch_size: int = Field(default=32, ge=1)
-    # Speculative decoding (MTP/Eagle): drafts per step and P(draft i accepted | earlier ones were).
+    # Speculative decoding (MTP/Eagle): drafts per step and P(draft i accepted | earlier ones were);
+    # unset: the model's documented acceptance (catalog `mtp_accepted_tokens`), else 0.85, 0.3.
     nextn: int = Field(default=0, ge=0, le=5)
     nextn_accept_rates: list[float] | None = None
     mtp_seed: int = 42

@@ -83,6 +83,11 @@ def resolve_engine(
         # back when it finishes or is preempted: the state pool caps the running requests as
         # SGLang lowers max_running_requests to it.
         spec = spec.model_copy(update={"max_num_seqs": memory.max_running_requests})
+    documented_rates = model.mtp_accept_rates(spec.nextn) if spec.nextn_accept_rates is None else None
+    if documented_rates is not None:
+        # Drafts accepted as the model's documented MTP runs report, unless the plan says otherwise:
+        # every replay and search candidate then gets what the fidelity benchmark replays with.
+        spec = spec.model_copy(update={"nextn_accept_rates": documented_rates})
     async_scheduling = plan.async_scheduling(spec)
     provider = get_perf_model(
         perf,

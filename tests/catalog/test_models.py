@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -153,3 +154,35 @@ def test_local_config_errors_name_the_file(tmp_path):
     (broken / "config.json").write_text("{not json")
     with pytest.raises(ConfigError, match="cannot read JSON"):
         get_model(str(broken))
+
+
+def test_deepseek_r1_mtp_acceptance_reproduces_its_documented_accepted_lengths():
+    # TensorRT-LLM's DeepSeek-R1 blog: 1.92, 2.58, 2.82 tokens a step at 1, 2, 3 drafts.
+    spec = get_model("nvidia/DeepSeek-R1-FP4")  # a variant keeps its base model's acceptance
+    for nextn, tokens in ((1, 1.92), (2, 2.58), (3, 2.82)):
+        rates = spec.mtp_accept_rates(nextn)
+        assert len(rates) == nextn
+        reach, expected = 1.0, 1.0
+        for rate in rates:
+            reach *= rate
+            expected += reach
+        assert expected == pytest.approx(tokens)
+    assert spec.mtp_accept_rates(0) is None
+    # A model without documented acceptance leaves the engine's default in place.
+    assert get_model("deepseek-ai/DeepSeek-V3").mtp_accept_rates(3) is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"tokens_per_step": [1.9, 2.5]}, "source"),
+        ({"tokens_per_step": [], "source": "x"}, "non-empty"),
+        ({"tokens_per_step": [1.9, 1.8], "source": "x"}, "tokens_per_step[1]"),
+        ({"tokens_per_step": [2.5], "source": "x"}, "tokens_per_step[0]"),
+    ],
+)
+def test_bad_documented_acceptance_says_where(entry, message):
+    from aisimulate.catalog.models import _accepted_tokens
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _accepted_tokens(entry, "models/x.json")

@@ -14,6 +14,7 @@ from aisimulate.fidelity.inferencex import (
     resolve,
     same_image,
 )
+from aisimulate.replay.workers import resolve_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2"
@@ -206,6 +207,9 @@ def test_read_measured_fills_the_counts_from_the_bundled_table_and_the_case_runs
     assert "not the row's nvcr.io/nvidia/other:1" in read["old"].problem
     case = build_case(mtp)
     assert case.plan.decode.nextn == 3 and case.plan.prefill.nextn == 3
+    # At DeepSeek-R1's documented acceptance (2.82 tokens a step at 3 drafts), not the default's 2.1.
+    decode = resolve_engine(case.plan, case.plan.decode, perf="analytic", perf_table=None, where="decode")
+    assert decode.spec.mean_tokens_per_step == pytest.approx(2.82)
     assert (case.plan.decode.attention_dp, case.plan.decode.replicas) == (32, 1)
     assert build_case(stp).plan.decode.nextn == 0
 

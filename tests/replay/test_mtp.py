@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
+from aisimulate.replay.workers import resolve_engine
 from aisimulate.workload import SyntheticWorkload
 
 WORKLOAD = SyntheticWorkload(isl=512, osl=400, num_requests=40, concurrency=8)
@@ -125,3 +126,21 @@ def run_mtp(workload, *, backend, exact=False, nextn=2, **engine):
         agg=EngineSpec(nextn=nextn, **engine),
     )
     return simulate(plan, workload, perf="polynomial", exact=exact)
+
+
+def test_a_model_with_documented_acceptance_replays_at_it_unless_the_plan_sets_rates():
+    def tokens_per_step(model, rates=None):
+        plan = DeploymentPlan(
+            model=model,
+            system="h200_sxm",
+            backend="vllm",
+            agg=EngineSpec(tp=8, moe_ep=8, num_gpu_blocks=4000, nextn=3, nextn_accept_rates=rates),
+        )
+        return resolve_engine(
+            plan, plan.agg, perf="polynomial", perf_table=None, where="agg"
+        ).spec.mean_tokens_per_step
+
+    # DeepSeek-R1 documents 2.82 tokens a step at 3 drafts (its catalog entry); V3 documents none.
+    assert tokens_per_step("deepseek-ai/DeepSeek-R1") == pytest.approx(2.82)
+    assert tokens_per_step("deepseek-ai/DeepSeek-V3") == pytest.approx(1 + 0.85 + 0.85 * 0.3)
+    assert tokens_per_step("deepseek-ai/DeepSeek-R1", [1.0, 0.5, 0.0]) == pytest.approx(2.5)
