@@ -49,6 +49,13 @@ class DecodeDestination:
         rank._note_peak()
         return total - matched * unit
 
+    def slot_bound(self, rank: DestinationHost) -> bool:
+        """Whether nothing can join the rank before one of its requests completes: a vLLM rank
+        whose running slots are all taken reserves no destination KV and admits no arrived
+        prompt. A completion is an event of its own; waking the rank before it would only book
+        and price its planned passes again at a boundary where nothing changes."""
+        return rank.policy.reserves_with_free_slot and rank.num_running >= rank.spec.max_num_seqs
+
     def activate(self, rank: DestinationHost, r: Request) -> None:
         """The KV transfer finished: r decodes from the next pass that has room."""
         rank.materialized.append(r)

@@ -348,11 +348,9 @@ class Simulation:
         queue = rank.pending_destinations
         if not queue:
             return
-        if rank.policy.reserves_with_free_slot and rank.num_running >= rank.spec.max_num_seqs:
+        if DESTINATION.slot_bound(rank):
             # No slot: the head waits for a completion or a preemption (a pass end), whatever
-            # blocks are free; nothing to price for it now.
-            if rank.materialized:
-                self._wake(rank, now)
+            # blocks are free; nothing to price for it now (nor to wake the rank for).
             return
         # Blocks are taken at each pass's start: planned passes that started before now took
         # blocks not booked yet, which the reservation must leave room for. The blocks of all
@@ -393,7 +391,7 @@ class Simulation:
         source.release_sent(prefilled)
         was_idle = not rank.materialized
         DESTINATION.activate(rank, r)
-        if was_idle:
+        if was_idle and not DESTINATION.slot_bound(rank):
             self._wake(rank, now)
 
     # ---- the loop ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from aisimulate.perf.memory import estimate_memory
 from aisimulate.perf.model import PerfModel
 from aisimulate.perf.providers import get_perf_model
 from aisimulate.perf.shape import ParallelShape
+from aisimulate.replay.destination import DESTINATION
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.kv_cache import BlockPool
 from aisimulate.replay.kv_events import Clock
@@ -210,7 +211,9 @@ class Worker:
         dirty = window.dirty
         for rank in self.ranks:
             i = rank.rank
-            if rank.materialized or rank.waiting or rank.prefilling or i in dirty:
+            # Arrived prompts waiting for a running slot join at a completion, not before.
+            arrived = rank.materialized and not DESTINATION.slot_bound(rank)
+            if arrived or rank.waiting or rank.prefilling or i in dirty:
                 window.commit(i, window.pos)
                 if not rank.has_work():
                     window.drop(i)

@@ -8,8 +8,10 @@ import pytest
 from aisimulate.perf.polynomial import PolynomialPerfModel, decode_ms
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.engine import Rank
+from aisimulate.replay.lockstep import Window
 from aisimulate.replay.metrics import Collector
 from aisimulate.replay.request import Request
+from aisimulate.replay.simulation import Simulation
 from aisimulate.replay.stretch import RUN_PRICE_PASSES, STRETCHES, DecodeStretches
 from aisimulate.replay.workers import Worker
 from aisimulate.workload import SyntheticWorkload
@@ -202,6 +204,60 @@ def test_planned_passes_are_priced_once_not_again_at_every_hand_off(monkeypatch)
     simulate(plan, SyntheticWorkload(isl=600, osl=300, num_requests=600, concurrency=120), perf="polynomial")
     # (Priced 64 passes ahead, a hand-off repriced what was priced: 3.2 times the passes run.)
     assert booked[0] > 3000 and priced[0] < 2.5 * booked[0]
+
+
+def slot_bound_plan():
+    """vLLM decode ranks with few running slots: hand-offs queue for a slot while arrived
+    prompts wait for one too."""
+    return DeploymentPlan(
+        model="meta-llama/Llama-3.1-8B",
+        system="h200_sxm",
+        mode="disagg",
+        prefill=EngineSpec(replicas=2),
+        decode=EngineSpec(replicas=1, max_num_seqs=8),
+        frontend_latency_ms=0,
+        kv_transfer_bandwidth_gbps=0,
+    )
+
+
+def test_a_hand_off_to_a_rank_without_a_free_slot_does_not_book_or_reprice_it(monkeypatch):
+    # Nothing can join a rank whose running slots are all taken before one of its requests
+    # completes (an event of its own): prompts handed off to it meanwhile leave its planned
+    # passes alone, unbooked and priced once.
+    queued, idle, priced = [0], [0], set()
+    reserve, resume, price = Simulation._reserve, Worker._resume, Window.price
+
+    def counted_reserve(self, rank, now):
+        full = rank.num_running >= rank.spec.max_num_seqs
+        queued[0] += bool(full and rank.pending_destinations and rank.materialized)
+        reserve(self, rank, now)
+
+    def counted_price(self, i, run=None):
+        priced.add(i)
+        return price(self, i, run)
+
+    def counted_resume(self, until_ms):
+        bound = {r.rank for r in self.ranks if r.materialized and r.num_running >= r.spec.max_num_seqs}
+        priced.clear()
+        result = resume(self, until_ms)
+        idle[0] += len(bound & priced)
+        return result
+
+    monkeypatch.setattr(Simulation, "_reserve", counted_reserve)
+    monkeypatch.setattr(Window, "price", counted_price)
+    monkeypatch.setattr(Worker, "_resume", counted_resume)
+    workload = SyntheticWorkload(isl=300, osl=200, num_requests=300, concurrency=64)
+    simulate(slot_bound_plan(), workload, perf="polynomial")
+    assert queued[0] > 100 and idle[0] == 0
+
+
+def test_slot_bound_hand_offs_match_the_exact_loop():
+    workload = SyntheticWorkload(isl=300, osl=200, num_requests=300, concurrency=64)
+    fast = simulate(slot_bound_plan(), workload, perf="polynomial").summary
+    exact = simulate(slot_bound_plan(), workload, perf="polynomial", exact=True).summary
+    for key, value in exact.items():
+        if isinstance(value, int | float) and key != "wall_time_ms":
+            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
 
 
 def test_lock_step_ranks_planned_ahead_match_the_exact_loop():
