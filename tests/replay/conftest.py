@@ -1,7 +1,9 @@
 import pytest
 
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
+from aisimulate.replay.request import Request
 from aisimulate.workload import SyntheticWorkload
+from aisimulate.workload.request import RequestSpec
 
 
 def run(
@@ -29,6 +31,29 @@ def run(
     return simulate(
         plan, workload, perf=perf, exact=exact, capture_requests=capture_requests, sla=sla, seed=seed
     )
+
+
+def request(rid=0, isl=127, osl=30):
+    """One engine request (prompt hashed into two blocks of 64 tokens), for tests that drive a
+    rank directly."""
+    spec = RequestSpec(
+        request_id=rid,
+        session_id=rid,
+        turn=0,
+        input_tokens=isl,
+        output_tokens=osl,
+        hash_ids=tuple(range(100 * rid, 100 * rid + 2)),
+        hash_block_tokens=64,
+    )
+    return Request.from_spec(spec, 0.0, 64, max_model_len=None)
+
+
+def assert_matches_exact(fast, exact):
+    """The fast path's summary agrees with the exact loop's within 0.5% on every number (the
+    replay's contract between its aggregates and the reference loop)."""
+    for key, value in exact.items():
+        if isinstance(value, int | float) and key != "wall_time_ms":
+            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
 
 
 @pytest.fixture

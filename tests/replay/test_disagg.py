@@ -9,6 +9,7 @@ from aisimulate.perf.polynomial import decode_ms, prefill_ms
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.transfer import KvTransfer, kv_transfer, transfer_bandwidth
 from aisimulate.workload import SyntheticWorkload
+from tests.replay.conftest import assert_matches_exact
 
 CAPACITY = 16384 * 64
 
@@ -130,9 +131,7 @@ def test_fast_path_matches_exact_in_disagg():
     workload = SyntheticWorkload(isl=900, osl=300, num_requests=90, concurrency=30)
     fast = simulate(p, workload, perf="polynomial").summary
     exact = simulate(p, workload, perf="polynomial", exact=True).summary
-    for key, value in exact.items():
-        if isinstance(value, int | float) and key != "wall_time_ms":
-            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+    assert_matches_exact(fast, exact)
 
 
 def test_prefix_reuse_counts_on_the_prefill_pool():

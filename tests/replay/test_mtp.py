@@ -6,6 +6,7 @@ from pydantic import ValidationError
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.workers import resolve_engine
 from aisimulate.workload import SyntheticWorkload
+from tests.replay.conftest import assert_matches_exact
 
 WORKLOAD = SyntheticWorkload(isl=512, osl=400, num_requests=40, concurrency=8)
 
@@ -82,9 +83,7 @@ def test_mtp_fast_path_matches_the_exact_loop(name):
     fast = run_mtp(workload, exact=False, **kw).summary
     exact = run_mtp(workload, exact=True, **kw).summary
     assert fast["mean_tokens_per_step"] > 1.5
-    for key, value in exact.items():
-        if isinstance(value, int | float) and key != "wall_time_ms":
-            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+    assert_matches_exact(fast, exact)
     if name == "kv_pressure":
         assert fast["preemptions"] > 0
 
@@ -103,9 +102,7 @@ def test_mtp_fast_path_matches_exact_in_disagg():
     fast = simulate(p, workload, perf="polynomial").summary
     exact = simulate(p, workload, perf="polynomial", exact=True).summary
     assert fast["mean_tokens_per_step"] > 1.5
-    for key, value in exact.items():
-        if isinstance(value, int | float) and key != "wall_time_ms":
-            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+    assert_matches_exact(fast, exact)
 
 
 def test_sglang_decodes_speculative_bursts():

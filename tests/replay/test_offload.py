@@ -7,6 +7,7 @@ from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.kv_cache import BlockPool
 from aisimulate.replay.offload import HostTiers, SharedLink
 from aisimulate.workload import SyntheticWorkload
+from tests.replay.conftest import assert_matches_exact
 
 
 def test_link_shares_bandwidth_between_concurrent_transfers():
@@ -111,9 +112,7 @@ def test_onboarding_time_is_bytes_over_the_shared_link():
 def test_offload_fast_path_matches_exact():
     fast = simulate(offload_plan(), WORKLOAD, perf="polynomial").summary
     exact = simulate(offload_plan(), WORKLOAD, perf="polynomial", exact=True).summary
-    for key, value in exact.items():
-        if isinstance(value, int | float) and key != "wall_time_ms":
-            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+    assert_matches_exact(fast, exact)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from aisimulate.perf.polynomial import PolynomialPerfModel
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.workers import Worker
 from aisimulate.workload import SyntheticWorkload
+from tests.replay.conftest import assert_matches_exact
 
 
 def stepped(monkeypatch):
@@ -91,9 +92,7 @@ def test_a_decode_pool_under_kv_pressure_matches_the_exact_loop(plan):
     fast = simulate(plan, DP_WORKLOAD, perf="polynomial").summary
     exact = simulate(plan, DP_WORKLOAD, perf="polynomial", exact=True).summary
     assert exact["preemptions"] > 50
-    for key, value in exact.items():
-        if isinstance(value, int | float) and key != "wall_time_ms":
-            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+    assert_matches_exact(fast, exact)
 
 
 def test_a_lone_rank_out_of_blocks_is_stepped_without_a_plan_tried_first(monkeypatch):

@@ -13,7 +13,7 @@ from aisimulate.errors import ConfigError, InfeasibleError
 from aisimulate.replay import DeploymentPlan, EngineSpec, engine, simulate
 from aisimulate.workload import SyntheticWorkload, TraceWorkload
 
-from .conftest import burst, run
+from .conftest import assert_matches_exact, burst, run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "aisimulate" / "replay"
 TRACE = EXAMPLES / "conversation_400.jsonl"
@@ -76,8 +76,7 @@ def test_fast_path_matches_the_exact_pass_by_pass_loop(name):
     fast = run(workload, capture_requests=False, **kw).summary
     exact = run(workload, exact=True, capture_requests=False, **kw).summary
     assert fast["completed_requests"] > 0
-    for key, value in numeric(exact).items():
-        assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+    assert_matches_exact(fast, exact)
 
 
 @pytest.mark.parametrize("name", ["open_loop_poisson_lengths", "kv_pressure_preemption", "sglang"])

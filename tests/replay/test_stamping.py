@@ -12,24 +12,10 @@ from aisimulate.replay import EngineSpec
 from aisimulate.replay.destination import DESTINATION
 from aisimulate.replay.ledger import BurstLedger, OneTokenLedger
 from aisimulate.replay.metrics import Collector
-from aisimulate.replay.request import Request
 from aisimulate.replay.sglang import SglangRank
 from aisimulate.replay.stamping import burst_steps, pass_gaps, prompt_token, second_token_pass, stamp
 from aisimulate.replay.stretch import STRETCHES
-from aisimulate.workload.request import RequestSpec
-
-
-def request(rid=0, isl=127, osl=30):
-    spec = RequestSpec(
-        request_id=rid,
-        session_id=rid,
-        turn=0,
-        input_tokens=isl,
-        output_tokens=osl,
-        hash_ids=tuple(range(100 * rid, 100 * rid + 2)),
-        hash_block_tokens=64,
-    )
-    return Request.from_spec(spec, 0.0, 64, max_model_len=None)
+from tests.replay.conftest import request
 
 
 def gaps(collector):

@@ -10,25 +10,11 @@ from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.engine import Rank
 from aisimulate.replay.lockstep import Window
 from aisimulate.replay.metrics import Collector
-from aisimulate.replay.request import Request
 from aisimulate.replay.simulation import Simulation
 from aisimulate.replay.stretch import RUN_PRICE_PASSES, STRETCHES, DecodeStretches
 from aisimulate.replay.workers import Worker
 from aisimulate.workload import SyntheticWorkload
-from aisimulate.workload.request import RequestSpec
-
-
-def request(rid, isl, osl):
-    spec = RequestSpec(
-        request_id=rid,
-        session_id=rid,
-        turn=0,
-        input_tokens=isl,
-        output_tokens=osl,
-        hash_ids=tuple(range(100 * rid, 100 * rid + 2)),
-        hash_block_tokens=64,
-    )
-    return Request.from_spec(spec, 0.0, 64, max_model_len=None)
+from tests.replay.conftest import assert_matches_exact, request
 
 
 def decoding_rank(blocks, *lengths, **engine):
@@ -255,18 +241,14 @@ def test_slot_bound_hand_offs_match_the_exact_loop():
     workload = SyntheticWorkload(isl=300, osl=200, num_requests=300, concurrency=64)
     fast = simulate(slot_bound_plan(), workload, perf="polynomial").summary
     exact = simulate(slot_bound_plan(), workload, perf="polynomial", exact=True).summary
-    for key, value in exact.items():
-        if isinstance(value, int | float) and key != "wall_time_ms":
-            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+    assert_matches_exact(fast, exact)
 
 
 def test_lock_step_ranks_planned_ahead_match_the_exact_loop():
     workload = SyntheticWorkload(isl=600, osl=120, num_requests=120, concurrency=40)
     fast = simulate(dp_plan("sglang"), workload).summary
     exact = simulate(dp_plan("sglang"), workload, exact=True).summary
-    for key, value in exact.items():
-        if isinstance(value, int | float) and key != "wall_time_ms":
-            assert fast[key] == pytest.approx(value, rel=0.005, abs=1e-6), key
+    assert_matches_exact(fast, exact)
 
 
 def test_a_timeline_samples_planned_passes_as_stepped_ones(monkeypatch):
