@@ -79,6 +79,11 @@ def weak_callback(method: Callable[[list[int]], None]) -> Callable[[list[int]], 
 class Rank:
     """A scheduler and its KV pool (one attention-DP rank of a worker)."""
 
+    # Whether a rank whose next pass finds no blocks may still plan a run there: false where the
+    # readiness check admits nothing without room (arrived KV joins only a pass with room), so a
+    # worker of one such rank steps that pass at once instead of planning in vain.
+    plans_when_starved = False
+
     def __init__(
         self,
         spec: EngineSpec,

@@ -38,6 +38,8 @@ LPM_MAX_WAITING = 128  # SGLang skips longest-prefix ordering for longer queues
 
 
 class SglangRank(Rank):
+    plans_when_starved = True  # its readiness check admits arrived KV (see Rank)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         opts = self.spec.sglang

@@ -151,9 +151,9 @@ class Worker:
         self._stepping: list[Rank] = []
         self._window: Window | None = None
         self._stretches = stretches
-        # A lone vLLM-style rank whose window closed on a pass that finds no blocks is stepped at
-        # once: planning would fail on it again (SGLang's readiness check admits arrived KV).
-        self._lone_vllm = len(ranks) == 1 and type(ranks[0]) is Rank
+        # A lone rank that cannot plan when starved (Rank.plans_when_starved), whose window closed
+        # on a pass that finds no blocks, is stepped at once: planning would fail on it again.
+        self._lone_stepper = len(ranks) == 1 and not ranks[0].plans_when_starved
         self._must_step = False  # the window closed on a pass that only stepping can run
 
     def has_work(self) -> bool:
@@ -206,7 +206,7 @@ class Worker:
         if window.pos >= window.passes and window.final:
             self._close()
             # Where a rank ran short of blocks rather than a timeline sample being due.
-            self._must_step = window.cap > window.pos and self._lone_vllm and starved(self.ranks[0])
+            self._must_step = window.cap > window.pos and self._lone_stepper and starved(self.ranks[0])
             return None
         dirty = window.dirty
         for rank in self.ranks:
