@@ -327,6 +327,19 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             self.system.nvlink_gbps if num_gpus <= self.system.nvlink_domain else self.system.inter_node_gbps
         )
 
+    def _ring_all_reduce(
+        self, cal: Calibration, count: int, num_gpus: int, bytes_per_token: float
+    ) -> Collective:
+        """``count`` all-reduces a pass over ``num_gpus`` GPUs, priced by the calibrated fit on
+        the link those GPUs share."""
+        return all_reduce(
+            count=count,
+            num_gpus=num_gpus,
+            bytes_per_token=bytes_per_token,
+            link_gbps=self._link_gbps(num_gpus),
+            fit=cal.allreduce,
+        )
+
     def _build_comm(self, cal: Calibration) -> Any:
         """All collectives of a pass, folded into one cost linear in the rank's tokens (with
         ``kernel_tables``, one measured curve: the all-reduces from their tables)."""
@@ -354,35 +367,16 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             # or dense) and reduces its output back (SGLang's padded all-gather and
             # reduce-scatter): two collectives a layer that together move the bytes of one ring
             # all-reduce of the gathered tokens, not two all-to-alls.
-            gathered = all_reduce(
-                count=m.num_layers,
-                num_gpus=stage,
-                bytes_per_token=token_bytes,
-                link_gbps=self._link_gbps(stage),
-                fit=cal.allreduce,
-            )
+            gathered = self._ring_all_reduce(cal, m.num_layers, stage, token_bytes)
             moe_comm = Collective(per_token_ms=gathered.per_token_ms, fixed_ms=2 * gathered.fixed_ms)
             tp_count = m.num_layers if tp > 1 else 0
         else:
             moe_comm = _NO_COMM
-        tp_comm = all_reduce(
-            count=tp_count,
-            num_gpus=tp,
-            bytes_per_token=token_bytes,
-            link_gbps=self._link_gbps(tp),
-            fit=cal.allreduce,
-        )
+        tp_comm = self._ring_all_reduce(cal, tp_count, tp, token_bytes)
         # QK norm over all heads: one all-reduce a layer of each token's fp32 q and k variances
         # (vLLM's `MiniMaxText01RMSNormTP.forward_qk`); latency-bound at any batch.
         norm_count = m.num_layers if tp > 1 and m.qk_norm_across_heads else 0
-        norm_bytes = _QK_NORM_BYTES_PER_TOKEN
-        norm_comm = all_reduce(
-            count=norm_count,
-            num_gpus=tp,
-            bytes_per_token=norm_bytes,
-            link_gbps=self._link_gbps(tp),
-            fit=cal.allreduce,
-        )
+        norm_comm = self._ring_all_reduce(cal, norm_count, tp, _QK_NORM_BYTES_PER_TOKEN)
         if shape.pp > 1:
             link = self._link_gbps(shape.num_gpus)
             pp_comm = Collective(
@@ -412,7 +406,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         )
         total = (
             tp_count * table.time_ms(nodes * token_bytes)
-            + norm_count * table.time_ms(nodes * norm_bytes)
+            + norm_count * table.time_ms(nodes * _QK_NORM_BYTES_PER_TOKEN)
             + rest.time_ms(nodes)
         )
         return MeasuredCurve(tuple(nodes.tolist()), tuple(total.tolist()), 1.0)
