@@ -1,7 +1,8 @@
 """Predicted vs measured TTFT and TPOT of closed-loop serving benchmarks, row by row.
 
     python benchmarks/fidelity_measured.py (--csv FILE | --aic-silicon) [--systems S,..] [--models M,..]
-        [--acceptance S,..] [--perf analytic|aic|auto|polynomial] [--out rows.csv] [--every K] [--quiet]
+        [--modes agg,disagg] [--backends B,..] [--acceptance S,..]
+        [--perf analytic|aic|auto|polynomial] [--out rows.csv] [--every K] [--quiet]
 
 Reads our measured-benchmark format or AIConfigurator's serving-run format (``--aic-silicon``: the
 installed ``systems/silicon_sample.csv``). Each row is replayed as its closed-loop benchmark:
@@ -107,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--systems", type=_names, default=None, help="only these systems (comma-separated)")
     parser.add_argument(
         "--models", type=_names, default=None, help="only these models, as the file names them"
+    )
+    parser.add_argument(
+        "--modes", type=_names, default=None, help="only these modes (agg, disagg; comma-separated)"
+    )
+    parser.add_argument(
+        "--backends", type=_names, default=None, help="only these backends (sglang, trtllm, vllm)"
     )
     parser.add_argument(
         "--acceptance",
@@ -244,6 +251,10 @@ def select_rows(rows: list[MeasuredRow], args: argparse.Namespace) -> tuple[list
     if args.models is not None:
         wanted = {m.lower() for m in args.models}
         kept = [r for r in kept if r.model.lower() in wanted]
+    if args.modes is not None:
+        kept = [r for r in kept if r.mode in args.modes]
+    if args.backends is not None:
+        kept = [r for r in kept if r.backend in args.backends]
     if args.max_concurrency is not None:
         kept = [r for r in kept if r.problem or r.concurrency <= args.max_concurrency]
     return kept[:: args.every], held_back

@@ -100,6 +100,12 @@ def test_filters_pick_systems_and_models(bench, capsys):
     assert (summary["rows"], summary["replayed"]) == (1, 1)
 
 
+def test_filters_pick_modes_and_backends(bench, capsys):
+    assert bench.main(["--csv", str(SILICON), "--quiet", "--modes", "disagg", "--backends", "trtllm"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["rows"] == 2  # the file's two TRT-LLM disaggregated rows (gb200, gb300)
+
+
 def test_no_row_stops_the_run_whatever_its_replay_raises(bench, monkeypatch, capsys):
     real = bench.predict
 
