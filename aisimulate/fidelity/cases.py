@@ -100,6 +100,7 @@ def _engine_shape(shape: RecordedWorkers, spec: ModelSpec, backend: str = "") ->
     the expert split, which spans the worker's GPUs, tells the two readings apart. A vLLM worker
     of data-parallel ranks with no expert split recorded (``tp 1, attention_dp 4``) ran vLLM's
     default, expert parallelism off: its MoE layers are tensor-parallel across all DP x TP ranks.
+    Expert-parallel ranks that do not divide the experts ran redundant expert slots.
     """
     tp = shape.tp
     moe_tp = shape.moe_tp
@@ -119,12 +120,18 @@ def _engine_shape(shape: RecordedWorkers, spec: ModelSpec, backend: str = "") ->
         and shape.tp % shape.attn_dp == 0
     ):
         tp = shape.tp // shape.attn_dp
+    slots = None
+    if spec.is_moe and spec.num_experts % shape.moe_ep:
+        # Experts that do not divide over the ranks ran with redundant copies (SGLang's GB200
+        # DEP48: 256 + 32 = 288, six a rank): the fewest slots the ranks share evenly.
+        slots = -(-spec.num_experts // shape.moe_ep) * shape.moe_ep
     return {
         "tp": tp,
         "pp": shape.pp,
         "attention_dp": shape.attn_dp,
         "moe_tp": moe_tp if spec.is_moe else None,
         "moe_ep": shape.moe_ep if spec.is_moe else None,
+        "moe_expert_slots": slots,
     }
 
 

@@ -198,6 +198,13 @@ def test_a_vllm_worker_of_data_parallel_ranks_without_an_expert_split_runs_its_m
     assert build_case(row).plan.agg.moe_tp == 1
 
 
+def test_expert_parallel_ranks_that_do_not_divide_the_experts_run_redundant_slots(silicon):
+    row = silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"]
+    dep48 = build_case(replace(row, tp=1, attn_dp=48, moe_tp=1, moe_ep=48)).plan.agg
+    assert (dep48.moe_ep, dep48.moe_expert_slots) == (48, 288)  # 256 experts + 32 copies, six a rank
+    assert build_case(replace(row, tp=1, attn_dp=32, moe_tp=1, moe_ep=32)).plan.agg.moe_expert_slots is None
+
+
 def test_a_row_that_could_not_be_read_is_skipped_with_that_reason(silicon):
     row = silicon["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
     result = build_case(replace(row, problem="disaggregated worker counts not recorded; ambiguous"))
