@@ -56,6 +56,15 @@ MTP_DEPTH = re.compile(r"_mtp(\d+)(?:_\d+)?\.yaml")
 # Before its recipes, InferenceX launched these TensorRT-LLM runs with inline settings, the draft
 # tokens among them (``DECODE_MTP_SIZE=3``).
 MTP_SETTING = re.compile(r"DECODE_MTP_SIZE=(\d+)")
+# SGLang recipes (srt-slurm, ``CONFIG_FILE`` as InferenceX names them) whose names do not carry the
+# draft count: EAGLE with ``speculative-num-steps: 2``, ``speculative-eagle-topk: 1``,
+# ``speculative-num-draft-tokens: 3`` on both roles (read at csahithi/srt-slurm 31050f9a), i.e. two
+# drafted tokens a step.
+RECIPE_MTP_DRAFTS = {
+    "recipes/h100/1k1k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml": 2,
+    "recipes/h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml": 2,
+    "recipes/h100/8k1k/mtp/h100-fp8-1p1d-max-tp-mtp.yaml": 2,
+}
 # Configs (name, image) whose client ran each listed concurrency once per decode worker: the dated
 # exports record exactly the list times the decode workers for every multi-worker entry of these
 # (dsr1-fp4-gb200-dynamo-trt before its recipes: 4 TEP8 workers at 4 x [1 2 4 8 16 36 ...] =
@@ -75,10 +84,12 @@ def _role(block: dict) -> dict:
 
 
 def _mtp_depth(entry: dict, recipe: str) -> int | None:
-    """The draft tokens an MTP entry names: in its recipe's file name, or an inline setting."""
+    """The draft tokens an MTP entry names: in its recipe's file name or body, or an inline setting."""
     found = MTP_DEPTH.search(recipe)
     if found:
         return int(found[1])
+    if recipe in RECIPE_MTP_DRAFTS:
+        return RECIPE_MTP_DRAFTS[recipe]
     for setting in entry["decode"].get("additional-settings") or []:
         found = MTP_SETTING.fullmatch(str(setting).strip())
         if found:
@@ -87,10 +98,11 @@ def _mtp_depth(entry: dict, recipe: str) -> int | None:
 
 
 def _recipe(entry: dict) -> str:
+    """The recipe file the entry launches, as its ``CONFIG_FILE`` names it ("" when none)."""
     for role in ("prefill", "decode"):
         for setting in entry[role].get("additional-settings") or []:
             if str(setting).startswith("CONFIG_FILE="):
-                return Path(str(setting).split("=", 1)[1]).name
+                return str(setting).split("=", 1)[1].strip()
     return ""
 
 
@@ -126,9 +138,10 @@ def extract(text: str, commit: str, repository: str = REPOSITORY) -> tuple[list[
         )
         for seq in config["seq-len-configs"]:
             for entry in seq["search-space"]:
-                recipe = _recipe(entry)
+                config_file = _recipe(entry)
+                recipe = Path(config_file).name if config_file else ""
                 spec = str(entry.get("spec-decoding", "none"))
-                depth = _mtp_depth(entry, recipe) if spec == "mtp" else None
+                depth = _mtp_depth(entry, config_file) if spec == "mtp" else None
                 entries.append(
                     {
                         "isl": int(seq["isl"]),

@@ -440,3 +440,14 @@ def test_the_extraction_keeps_disaggregated_nvidia_entries_under_our_names(tmp_p
     assert _extractor().main([f"{source}@abc123", "--out", str(out)]) == 0
     entries = parse_table(json.loads(out.read_text()))
     assert [(e.concurrency, e.mtp_draft_tokens) for e in entries] == [((8, 12), 3), ((5,), None)]
+
+
+def test_draft_tokens_come_from_the_recipe_name_its_body_or_an_inline_setting():
+    depth = _extractor()._mtp_depth
+    assert (
+        depth({"decode": {}}, "recipes/trtllm/gb200-fp4/1k1k/mtp/ctx1_gen4_tep8_batch8_eplb0_mtp3.yaml") == 3
+    )
+    # SGLang EAGLE recipes: speculative-num-steps 2 (topk 1, three verified tokens) in the file.
+    assert depth({"decode": {}}, "recipes/h100/8k1k/mtp/h100-fp8-1p1d-max-tp-mtp.yaml") == 2
+    assert depth({"decode": {"additional-settings": ["DECODE_MTP_SIZE=1"]}}, "") == 1
+    assert depth({"decode": {}}, "recipes/h100/1k8k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml") is None
