@@ -98,20 +98,14 @@ def _engine_shape(shape: RecordedWorkers, spec: ModelSpec, backend: str = "") ->
     its MoE spans them all. Some vLLM/SGLang rows record the worker's GPUs as ``tp`` and the
     attention-DP ranks inside it (``tp 4, attention_dp 4, moe_tp 4``: 4 GPUs, one per rank);
     the expert split, which spans the worker's GPUs, tells the two readings apart. A vLLM worker
-    of data-parallel ranks with no expert split recorded (``tp 1, attention_dp 4``) ran vLLM's
-    default, expert parallelism off: its MoE layers are tensor-parallel across all DP x TP ranks.
+    with no expert split recorded (``tp 1, attention_dp 4`` or ``tp 4``, ``moe_tp``/``moe_ep`` 0)
+    ran vLLM's default, expert parallelism off: its MoE layers are tensor-parallel across all
+    DP x TP ranks.
     Expert-parallel ranks that do not divide the experts ran redundant expert slots.
     """
     tp = shape.tp
     moe_tp = shape.moe_tp
-    if (
-        backend == "vllm"
-        and spec.is_moe
-        and shape.attn_dp > 1
-        and shape.moe_ep == 1
-        and shape.moe_tp == shape.tp
-        and shape.tp % shape.attn_dp
-    ):
+    if backend == "vllm" and spec.is_moe and shape.moe_tp == shape.moe_ep == 1:
         moe_tp = shape.tp * shape.attn_dp
     if (
         spec.is_moe

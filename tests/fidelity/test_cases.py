@@ -194,6 +194,8 @@ def test_a_vllm_worker_of_data_parallel_ranks_without_an_expert_split_runs_its_m
     )
     agg = build_case(replace(row, backend="vllm")).plan.agg
     assert (agg.tp, agg.attention_dp, agg.moe_tp, agg.moe_ep) == (1, 4, 4, 1)
+    tp4 = build_case(replace(row, backend="vllm", tp=4, attn_dp=1)).plan.agg
+    assert (tp4.tp, tp4.moe_tp, tp4.moe_ep) == (4, 4, 1)
     # Other backends' rows record their expert split: it stays as recorded.
     assert build_case(row).plan.agg.moe_tp == 1
 
