@@ -49,8 +49,7 @@ class RoleEntry:
     def exported(self, prefill_ep: int) -> tuple[int, int, int, int, int]:
         """(tp, pp, attention DP, moe_tp, moe_ep) as the dated exports write this role: the
         prefill ``ep`` as far as the role's ``tp`` holds it."""
-        moe_tp = max(self.tp // prefill_ep, 1)
-        return (self.tp, 1, 1, moe_tp, self.tp // moe_tp)
+        return (self.tp, 1, 1, max(self.tp // prefill_ep, 1), min(prefill_ep, self.tp))
 
     def shape(self) -> WorkerShape:
         """The role in our terms: a worker of ``tp x attention_dp`` GPUs, experts over all of them."""
