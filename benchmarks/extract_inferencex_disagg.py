@@ -12,9 +12,13 @@ search-space entry, under our names: the model id, the system, the backend. It i
 by ``aisimulate.fidelity.inferencex``; this script is not.
 
     python benchmarks/extract_inferencex_disagg.py nvidia-master.yaml --commit <sha> [--out FILE]
+    python benchmarks/extract_inferencex_disagg.py NEWEST.yaml@SHA OLDER.yaml@SHA@OWNER/REPO ...
 
-``--commit`` names the InferenceX commit the file was taken at (several files: give each with its
-commit, ``FILE@SHA``); entries of every file are kept, each with its commit.
+``--commit`` names the InferenceX commit the file was taken at; several versions of the file are
+given newest first, each ``FILE@SHA`` (``FILE@SHA@OWNER/REPO`` when read from another repository
+than SemiAnalysisAI/InferenceX, e.g. its earlier name InferenceMAX/InferenceMAX). Every config
+keeps its commit, repository and image, so a row matches the version that names its container; a
+config an earlier-listed (newer) file already holds with the same image is left out.
 """
 
 from __future__ import annotations
@@ -49,6 +53,25 @@ SYSTEMS = {
 }
 BACKENDS = {"dynamo-trt": "trtllm", "dynamo-sglang": "sglang", "dynamo-vllm": "vllm"}
 MTP_DEPTH = re.compile(r"_mtp(\d+)(?:_\d+)?\.yaml")
+# Before its recipes, InferenceX launched these TensorRT-LLM runs with inline settings, the draft
+# tokens among them (``DECODE_MTP_SIZE=3``).
+MTP_SETTING = re.compile(r"DECODE_MTP_SIZE=(\d+)")
+# SGLang recipes (srt-slurm, ``CONFIG_FILE`` as InferenceX names them) whose names do not carry the
+# draft count: EAGLE with ``speculative-num-steps: 2``, ``speculative-eagle-topk: 1``,
+# ``speculative-num-draft-tokens: 3`` on both roles (read at csahithi/srt-slurm 31050f9a), i.e. two
+# drafted tokens a step.
+RECIPE_MTP_DRAFTS = {
+    "recipes/h100/1k1k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml": 2,
+    "recipes/h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml": 2,
+    "recipes/h100/8k1k/mtp/h100-fp8-1p1d-max-tp-mtp.yaml": 2,
+}
+# Configs (name, image) whose client ran each listed concurrency once per decode worker: the dated
+# exports record exactly the list times the decode workers for every multi-worker entry of these
+# (dsr1-fp4-gb200-dynamo-trt before its recipes: 4 TEP8 workers at 4 x [1 2 4 8 16 36 ...] =
+# 4, 8, ... 144; 3 at 3 x [1 2 4 8 18] = 3, ... 54), never the list itself.
+USERS_PER_DECODE_WORKER = {
+    ("dsr1-fp4-gb200-dynamo-trt", "nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:0.5.1-rc0.pre3"),
+}
 
 
 def _role(block: dict) -> dict:
@@ -60,15 +83,30 @@ def _role(block: dict) -> dict:
     }
 
 
+def _mtp_depth(entry: dict, recipe: str) -> int | None:
+    """The draft tokens an MTP entry names: in its recipe's file name or body, or an inline setting."""
+    found = MTP_DEPTH.search(recipe)
+    if found:
+        return int(found[1])
+    if recipe in RECIPE_MTP_DRAFTS:
+        return RECIPE_MTP_DRAFTS[recipe]
+    for setting in entry["decode"].get("additional-settings") or []:
+        found = MTP_SETTING.fullmatch(str(setting).strip())
+        if found:
+            return int(found[1])
+    return None
+
+
 def _recipe(entry: dict) -> str:
+    """The recipe file the entry launches, as its ``CONFIG_FILE`` names it ("" when none)."""
     for role in ("prefill", "decode"):
         for setting in entry[role].get("additional-settings") or []:
             if str(setting).startswith("CONFIG_FILE="):
-                return Path(str(setting).split("=", 1)[1]).name
+                return str(setting).split("=", 1)[1].strip()
     return ""
 
 
-def extract(text: str, commit: str) -> tuple[list[dict], list[str]]:
+def extract(text: str, commit: str, repository: str = REPOSITORY) -> tuple[list[dict], list[str]]:
     """The disaggregated NVIDIA configs of one nvidia-master.yaml, and what was left out and why."""
     configs, left_out = [], []
     for name, config in yaml.safe_load(text).items():
@@ -93,14 +131,17 @@ def extract(text: str, commit: str) -> tuple[list[dict], list[str]]:
                 "precision": config["precision"],
                 "image": config["image"],
                 "commit": commit,
+                "repository": repository,
+                "users_per_decode_worker": (name, config["image"]) in USERS_PER_DECODE_WORKER,
                 "entries": entries,
             }
         )
         for seq in config["seq-len-configs"]:
             for entry in seq["search-space"]:
-                recipe = _recipe(entry)
+                config_file = _recipe(entry)
+                recipe = Path(config_file).name if config_file else ""
                 spec = str(entry.get("spec-decoding", "none"))
-                depth = MTP_DEPTH.search(recipe) if spec == "mtp" else None
+                depth = _mtp_depth(entry, config_file) if spec == "mtp" else None
                 entries.append(
                     {
                         "isl": int(seq["isl"]),
@@ -109,7 +150,7 @@ def extract(text: str, commit: str) -> tuple[list[dict], list[str]]:
                         "prefill": _role(entry["prefill"]),
                         "decode": _role(entry["decode"]),
                         "spec_decoding": spec,
-                        "mtp_draft_tokens": int(depth[1]) if depth else None,
+                        "mtp_draft_tokens": depth,
                         "recipe": recipe,
                     }
                 )
@@ -118,19 +159,30 @@ def extract(text: str, commit: str) -> tuple[list[dict], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+", help="nvidia-master.yaml, or FILE@COMMIT for several")
+    parser.add_argument(
+        "files", nargs="+", help="nvidia-master.yaml, or FILE@COMMIT[@OWNER/REPO] for several, newest first"
+    )
     parser.add_argument("--commit", default="", help="the InferenceX commit of a single file")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    configs, commits = [], []
+    configs, commits, versions = [], [], []
     for spec in args.files:
-        path, _, commit = spec.partition("@")
-        commit = commit or args.commit
+        path, _, rest = spec.partition("@")
+        commit, _, repository = rest.partition("@")
+        commit, repository = commit or args.commit, repository or REPOSITORY
         if not commit:
             parser.error(f"{spec}: name its InferenceX commit (--commit SHA or FILE@SHA)")
-        found, left_out = extract(Path(path).read_text(encoding="utf-8"), commit)
-        configs += found
+        found, left_out = extract(Path(path).read_text(encoding="utf-8"), commit, repository)
+        held = {(c["config"], c["image"]) for c in configs}
+        for config in found:
+            if (config["config"], config["image"]) in held:
+                left_out.append(
+                    f"{config['config']} at {commit[:8]}: a newer file holds it with the same image"
+                )
+            else:
+                configs.append(config)
         commits.append(commit)
+        versions.append({"repository": repository, "commit": commit})
         for line in left_out:
             print(f"left out: {line}", file=sys.stderr)
     table = {
@@ -138,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             "repository": REPOSITORY,
             "path": PATH,
             "commits": commits,
+            "versions": versions,
             "licence": "Apache-2.0",
             "note": "facts of InferenceX's disaggregated benchmark configs; extracted by "
             "benchmarks/extract_inferencex_disagg.py",

@@ -395,6 +395,17 @@ class ModelSpec:
         )
         return per_token * self.sliding_window
 
+    def with_expert_slots(self, slots: int, *, where: str = "moe_expert_slots") -> ModelSpec:
+        """This model as a server holding ``slots`` physical experts per MoE layer: the routed
+        experts plus redundant copies of hot ones (EPLB), the load spread over every slot."""
+        if not self.is_moe or slots < self.num_experts:
+            raise ConfigError(
+                f"expert slots need an MoE model and at least its {self.num_experts} experts, "
+                f"but got {slots} for {self.name!r}",
+                where=where,
+            )
+        return replace(self, num_experts=slots)
+
     def with_quantization(
         self,
         *,

@@ -91,15 +91,22 @@ def _checkpoint(row: MeasuredRow, spec: ModelSpec) -> str | Skipped:
     return best.name
 
 
-def _engine_shape(shape: RecordedWorkers, spec: ModelSpec) -> dict[str, int | None]:
+def _engine_shape(shape: RecordedWorkers, spec: ModelSpec, backend: str = "") -> dict[str, int | None]:
     """The engine's parallel fields of a recorded worker shape.
 
     Our shape (AIConfigurator's and TRT-LLM's) gives a worker ``tp * attention_dp`` GPUs, and
     its MoE spans them all. Some vLLM/SGLang rows record the worker's GPUs as ``tp`` and the
     attention-DP ranks inside it (``tp 4, attention_dp 4, moe_tp 4``: 4 GPUs, one per rank);
-    the expert split, which spans the worker's GPUs, tells the two readings apart.
+    the expert split, which spans the worker's GPUs, tells the two readings apart. A vLLM worker
+    with no expert split recorded (``tp 1, attention_dp 4`` or ``tp 4``, ``moe_tp``/``moe_ep`` 0)
+    ran vLLM's default, expert parallelism off: its MoE layers are tensor-parallel across all
+    DP x TP ranks.
+    Expert-parallel ranks that do not divide the experts ran redundant expert slots.
     """
     tp = shape.tp
+    moe_tp = shape.moe_tp
+    if backend == "vllm" and spec.is_moe and shape.moe_tp == shape.moe_ep == 1:
+        moe_tp = shape.tp * shape.attn_dp
     if (
         spec.is_moe
         and shape.attn_dp > 1
@@ -107,12 +114,18 @@ def _engine_shape(shape: RecordedWorkers, spec: ModelSpec) -> dict[str, int | No
         and shape.tp % shape.attn_dp == 0
     ):
         tp = shape.tp // shape.attn_dp
+    slots = None
+    if spec.is_moe and spec.num_experts % shape.moe_ep:
+        # Experts that do not divide over the ranks ran with redundant copies (SGLang's GB200
+        # DEP48: 256 + 32 = 288, six a rank): the fewest slots the ranks share evenly.
+        slots = -(-spec.num_experts // shape.moe_ep) * shape.moe_ep
     return {
         "tp": tp,
         "pp": shape.pp,
         "attention_dp": shape.attn_dp,
-        "moe_tp": shape.moe_tp if spec.is_moe else None,
+        "moe_tp": moe_tp if spec.is_moe else None,
         "moe_ep": shape.moe_ep if spec.is_moe else None,
+        "moe_expert_slots": slots,
     }
 
 
@@ -206,7 +219,7 @@ def build_case(
             workers=row.workers,
         )
         roles[role] = EngineSpec(
-            **_engine_shape(shape, spec),
+            **_engine_shape(shape, spec, row.backend),
             replicas=shape.workers,
             # Nor did its users wait for a sequence slot: each rank ran its share of them.
             max_num_seqs=max(DEFAULT_MAX_NUM_SEQS, -(-row.concurrency // (shape.workers * shape.attn_dp))),

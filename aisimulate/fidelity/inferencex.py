@@ -7,15 +7,17 @@ disaggregated benchmark it runs in ``.github/configs/nvidia-master.yaml`` of
 https://github.com/SemiAnalysisAI/InferenceX (Apache-2.0): per model, precision, GPU and
 framework, and per sequence length, entries of a concurrency list run on one deployment (workers,
 TP, EP and attention DP per role, MTP or not). ``data/inferencex_disagg.json`` holds those entries
-(commit recorded in the file; extracted by ``benchmarks/extract_inferencex_disagg.py``).
+of every stored version of that file, each config with its commit, repository and container image
+(extracted by ``benchmarks/extract_inferencex_disagg.py``): the image a row records picks the version
+that ran it.
 
 The exports write each role's split in a fixed way that loses part of it: the role's ``tp`` is
 InferenceX's (the role's GPUs), attention DP is always 1, and both roles get the *prefill* role's
-``ep`` as ``moe_ep`` (``moe_tp`` = ``tp / ep``). A row is matched to the entries of its model,
-precision, system, backend, lengths, container image and concurrency whose shapes export to what the
-row records; the entry's own shapes (decode EP and attention DP included) and its MTP draft tokens
-are what ran. No entry, entries that disagree, or MTP whose draft-token count the entry does not
-name leave the row unreplayed, with that reason.
+``ep`` as ``moe_ep`` where the role's GPUs hold it (``moe_tp`` = ``tp / moe_ep``). A row is matched
+to the entries of its model, precision, system, backend, lengths, container image and concurrency
+whose shapes export to what the row records; the entry's own shapes (decode EP and attention DP
+included) and its MTP draft tokens are what ran. No entry, entries that disagree, or MTP whose
+draft-token count the entry does not name leave the row unreplayed, with that reason.
 """
 
 from __future__ import annotations
@@ -38,18 +40,25 @@ class RoleEntry:
     ep: int
     attention_dp: bool
 
+    @property
+    def gpus(self) -> int:
+        """GPUs per worker. The early SGLang GB200 configs write ``tp: 1`` and the worker's GPUs as
+        ``ep`` (their launch script fixes the split; its comments name DEP4 to DEP48 workers)."""
+        return max(self.tp, self.ep)
+
     def exported(self, prefill_ep: int) -> tuple[int, int, int, int, int]:
-        """(tp, pp, attention DP, moe_tp, moe_ep) as the dated exports write this role."""
-        return (self.tp, 1, 1, max(self.tp // prefill_ep, 1), prefill_ep)
+        """(tp, pp, attention DP, moe_tp, moe_ep) as the dated exports write this role: the
+        prefill ``ep`` as far as the role's ``tp`` holds it."""
+        return (self.tp, 1, 1, max(self.tp // prefill_ep, 1), min(prefill_ep, self.tp))
 
     def shape(self) -> WorkerShape:
         """The role in our terms: a worker of ``tp x attention_dp`` GPUs, experts over all of them."""
-        attention_dp = self.tp if self.attention_dp else 1
+        attention_dp = self.gpus if self.attention_dp else 1
         return WorkerShape(
             workers=self.workers,
-            tp=self.tp // attention_dp,
+            tp=self.gpus // attention_dp,
             attention_dp=attention_dp,
-            moe_tp=self.tp // self.ep,
+            moe_tp=self.gpus // self.ep,
             moe_ep=self.ep,
         )
 
@@ -79,6 +88,13 @@ class Entry:
     spec_decoding: str  # "mtp" or "none"
     mtp_draft_tokens: int | None  # None: no MTP, or MTP whose recipe does not name the count
     recipe: str  # the recipe file the entry launches ("" when it names none)
+    commit: str = ""  # the version of InferenceX's config the entry is from
+    users_per_decode_worker: bool = False  # the client ran each listed concurrency per decode worker
+
+    def runs_at(self, users: int) -> bool:
+        """Whether the client ran ``users`` concurrent requests against this entry."""
+        scale = self.decode.workers if self.users_per_decode_worker else 1
+        return any(users == c * scale for c in self.concurrency)
 
     @property
     def ran(self) -> tuple[RoleEntry, RoleEntry, str, int | None]:
@@ -137,6 +153,8 @@ def parse_table(table: dict) -> tuple[Entry, ...]:
                     spec_decoding=raw["spec_decoding"],
                     mtp_draft_tokens=raw["mtp_draft_tokens"],
                     recipe=raw["recipe"],
+                    commit=config.get("commit", ""),
+                    users_per_decode_worker=bool(config.get("users_per_decode_worker", False)),
                 )
             )
     return tuple(entries)
@@ -194,7 +212,7 @@ def resolve(
     found = [
         e
         for e in ran
-        if concurrency in e.concurrency
+        if e.runs_at(concurrency)
         and e.prefill.exported(e.prefill.ep) == prefill
         and e.decode.exported(e.prefill.ep) == decode
     ]
@@ -213,5 +231,5 @@ def resolve(
         prefill=entry.prefill.shape(),
         decode=entry.decode.shape(),
         nextn=entry.mtp_draft_tokens or 0,
-        source=f"InferenceX {entry.config} {entry.recipe}".strip(),
+        source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip(),
     )

@@ -65,6 +65,10 @@ class EngineSpec(_Frozen):
     attention_dp: int = Field(default=1, ge=1)
     moe_tp: int | None = Field(default=None, ge=1)
     moe_ep: int | None = Field(default=None, ge=1)
+    # Physical experts per MoE layer when the server replicates hot experts over its expert-parallel
+    # ranks (EPLB: TensorRT-LLM's num_slots, SGLang's experts + --ep-num-redundant-experts); each
+    # rank holds moe_expert_slots / moe_ep of them. None: one slot per expert.
+    moe_expert_slots: int | None = Field(default=None, ge=1)
     replicas: int = Field(default=1, ge=1)
     max_num_batched_tokens: int = Field(default=8192, ge=1)
     max_num_seqs: int = Field(default=256, ge=1)

@@ -60,6 +60,8 @@ def resolve_engine(
     plan: DeploymentPlan, spec: EngineSpec, *, perf: str, perf_table: str | Path | None, where: str
 ) -> ResolvedEngine:
     model = get_model(plan.model, where="deployment.model")
+    if spec.moe_expert_slots is not None:
+        model = model.with_expert_slots(spec.moe_expert_slots, where=f"{where}.moe_expert_slots")
     system = get_system(plan.system, where="deployment.system")
     shape = ParallelShape(
         tp=spec.tp, pp=spec.pp, attention_dp=spec.attention_dp, moe_tp=spec.moe_tp, moe_ep=spec.moe_ep

@@ -76,6 +76,14 @@ def test_aliases_instruct_and_quantised_variants_resolve():
     assert fp8.weight_bytes == (fp8.total_params - embed_and_head) * 1.0 + embed_and_head * 2.0
 
 
+def test_nvidias_two_nvfp4_qwen3_32b_checkpoints_are_variants_in_one_format():
+    # nvidia/Qwen3-32B-FP4 and nvidia/Qwen3-32B-NVFP4: NVFP4 linear layers, FP8 KV cache.
+    fp4, nvfp4 = get_model("nvidia/Qwen3-32B-FP4"), get_model("nvidia/Qwen3-32B-NVFP4")
+    assert nvfp4.name == "nvidia/Qwen3-32B-NVFP4"
+    assert (nvfp4.weight_dtype, nvfp4.checkpoint_kv_dtype) == ("nvfp4", "fp8")
+    assert nvfp4.weight_bytes == fp4.weight_bytes and nvfp4.total_params == fp4.total_params
+
+
 def test_kv_bytes_per_token_gqa_mla_and_sliding():
     assert get_model("meta-llama/Llama-3.1-8B").kv_bytes_per_token("bf16") == 131072
     assert get_model("meta-llama/Llama-3.1-70B").kv_bytes_per_token("bf16") == 327680

@@ -187,6 +187,26 @@ def test_a_worker_recorded_by_its_gpus_reads_attention_dp_inside_them(silicon):
     assert (as_recorded.tp, as_recorded.attention_dp) == (1, 8)
 
 
+def test_a_vllm_worker_of_data_parallel_ranks_without_an_expert_split_runs_its_moe_tensor_parallel(silicon):
+    # vLLM's default (no --enable-expert-parallel): the MoE layers span all DP x TP ranks.
+    row = replace(
+        silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"], tp=1, attn_dp=4, moe_tp=1, moe_ep=1
+    )
+    agg = build_case(replace(row, backend="vllm")).plan.agg
+    assert (agg.tp, agg.attention_dp, agg.moe_tp, agg.moe_ep) == (1, 4, 4, 1)
+    tp4 = build_case(replace(row, backend="vllm", tp=4, attn_dp=1)).plan.agg
+    assert (tp4.tp, tp4.moe_tp, tp4.moe_ep) == (4, 4, 1)
+    # Other backends' rows record their expert split: it stays as recorded.
+    assert build_case(row).plan.agg.moe_tp == 1
+
+
+def test_expert_parallel_ranks_that_do_not_divide_the_experts_run_redundant_slots(silicon):
+    row = silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"]
+    dep48 = build_case(replace(row, tp=1, attn_dp=48, moe_tp=1, moe_ep=48)).plan.agg
+    assert (dep48.moe_ep, dep48.moe_expert_slots) == (48, 288)  # 256 experts + 32 copies, six a rank
+    assert build_case(replace(row, tp=1, attn_dp=32, moe_tp=1, moe_ep=32)).plan.agg.moe_expert_slots is None
+
+
 def test_a_row_that_could_not_be_read_is_skipped_with_that_reason(silicon):
     row = silicon["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
     result = build_case(replace(row, problem="disaggregated worker counts not recorded; ambiguous"))

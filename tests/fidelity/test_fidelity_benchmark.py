@@ -78,7 +78,7 @@ def test_aiconfigurator_rows_agg_and_disagg_come_out_per_split_with_coverage(ben
     assert rows["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"]["split"] == "validation"
     filled = rows["2026_03_25_gpt_oss_120b_gb200_trtllm_fp4_disagg_8192x1024_c384_tp1_0_ep1_0_1263"]
     assert (filled["status"], filled["nextn"]) == ("ok", "0")
-    assert filled["workers_from"] == "InferenceX gptoss-fp4-gb200-dynamo-trt"
+    assert filled["workers_from"] == "InferenceX gptoss-fp4-gb200-dynamo-trt@0004cf5f"
     text = capsys.readouterr().out
     assert "split development: 6/6 rows replayed" in text and "split validation: 1/1 rows replayed" in text
     summary = json.loads(text.strip().splitlines()[-1])

@@ -88,7 +88,7 @@ def test_one_matching_entry_gives_its_workers_shapes_and_mtp():
     assert found.decode == WorkerShape(workers=1, tp=1, attention_dp=32, moe_tp=1, moe_ep=32)
     assert found.prefill == WorkerShape(workers=1, tp=1, attention_dp=4, moe_tp=1, moe_ep=4)
     assert found.nextn == 3
-    assert found.source == "InferenceX dsr1-fp4-gb200-dynamo-trt a_mtp3.yaml"
+    assert found.source == "InferenceX dsr1-fp4-gb200-dynamo-trt@00000000 a_mtp3.yaml"
 
 
 def test_a_tensor_parallel_decode_entry_without_mtp():
@@ -144,10 +144,99 @@ def test_the_bundled_table_is_consistent_and_attributed():
     assert len(entries) > 300
     for e in entries:
         for role in (e.prefill, e.decode):
-            assert role.workers >= 1 and role.tp % role.ep == 0, e.describe()
+            assert role.workers >= 1 and role.gpus % role.ep == 0, e.describe()
         assert (e.spec_decoding == "mtp") or e.mtp_draft_tokens is None, e.describe()
     assert {e.system for e in entries} >= {"b300_sxm", "gb200", "gb300", "h100_sxm"}
     assert {e.backend for e in entries} == {"trtllm", "sglang"}
+    # Every version is attributed, and every entry names one of them.
+    versions = {v["commit"]: v["repository"] for v in table["source"]["versions"]}
+    assert set(versions) == set(table["source"]["commits"]) and len(versions) >= 2
+    assert {e.commit for e in entries} == set(versions)
+    assert {c["repository"] for c in table["configs"]} <= set(versions.values())
+
+
+OLD_IMAGE = "nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:0.5.1-rc0.pre3"
+SGLANG_IMAGE = "lmsysorg/sglang:v0.5.5.post2"
+VERSIONS = parse_table(
+    {
+        "configs": [
+            TABLE["configs"][0],
+            {
+                **TABLE["configs"][0],
+                "image": OLD_IMAGE,
+                "commit": "1" * 40,
+                "users_per_decode_worker": True,
+                "entries": [
+                    # the older version: 4 TEP8 decode workers, each listed concurrency per worker
+                    _entry([16, 36], (1, 4, 4, False), (4, 8, 8, False), spec="mtp", mtp=3, recipe=""),
+                    _entry([180], (1, 4, 4, True), (1, 16, 16, True), recipe=""),
+                ],
+            },
+            {
+                **TABLE["configs"][0],
+                "config": "dsr1-fp4-gb200-dynamo-sglang",
+                "backend": "sglang",
+                "image": SGLANG_IMAGE,
+                "commit": "2" * 40,
+                # tp 1, the worker's GPUs as ep (DEP8 prefill, DEP32 decode)
+                "entries": [_entry([512], (2, 1, 8, True), (1, 1, 32, True), recipe="")],
+            },
+        ]
+    }
+)
+
+
+def test_the_image_a_row_ran_picks_the_version_of_the_config_that_names_it():
+    # 180 users: DEP32 decode in the newer version, DEP16 in the older one.
+    new = _resolve(180, 32, entries=VERSIONS)
+    old = _resolve(180, 16, image=OLD_IMAGE.replace("#", "/"), entries=VERSIONS)
+    assert (new.decode.attention_dp, new.nextn, new.source) == (
+        32,
+        3,
+        "InferenceX dsr1-fp4-gb200-dynamo-trt@00000000 a_mtp3.yaml",
+    )
+    assert (old.decode.attention_dp, old.nextn, old.source) == (
+        16,
+        0,
+        "InferenceX dsr1-fp4-gb200-dynamo-trt@11111111",
+    )
+    # The older version's DEP16 shape is no entry of the newer one, whatever the image.
+    with pytest.raises(Unresolved, match="no InferenceX entry at the row's concurrency"):
+        _resolve(180, 16, entries=VERSIONS)
+
+
+def test_a_version_whose_client_ran_each_concurrency_per_decode_worker():
+    old = {"image": OLD_IMAGE, "entries": VERSIONS}
+    # 36 listed, 4 decode workers: the client ran 144 users; 36 itself was never run.
+    found = _resolve(144, 8, prefill=(4, 1, 1, 1, 4), **old)
+    assert (found.decode.workers, found.decode.tp, found.nextn) == (4, 8, 3)
+    with pytest.raises(Unresolved, match="no InferenceX entry at the row's concurrency"):
+        _resolve(36, 8, prefill=(4, 1, 1, 1, 4), **old)
+    # The newer version's entries are matched at their listed concurrency.
+    assert _resolve(48, 8, entries=VERSIONS).decode.workers == 4
+
+
+def test_a_config_writing_the_workers_gpus_as_ep_runs_them_as_attention_dp_workers():
+    # Its export writes tp 1 and no expert split for both roles.
+    found = _resolve(
+        512,
+        1,
+        backend="sglang",
+        image=SGLANG_IMAGE,
+        prefill=(1, 1, 1, 1, 1),
+        decode=(1, 1, 1, 1, 1),
+        entries=VERSIONS,
+    )
+    assert found.prefill == WorkerShape(workers=2, tp=1, attention_dp=8, moe_tp=1, moe_ep=8)
+    assert found.decode == WorkerShape(workers=1, tp=1, attention_dp=32, moe_tp=1, moe_ep=32)
+
+
+def test_the_export_writes_the_prefill_expert_split_only_as_far_as_a_role_holds_it():
+    from aisimulate.fidelity.inferencex import RoleEntry
+
+    # A TP4 decode role under a DEP8 prefill: its four GPUs hold four of the eight expert groups.
+    assert RoleEntry(workers=2, tp=4, ep=4, attention_dp=False).exported(8) == (4, 1, 1, 1, 4)
+    assert RoleEntry(workers=1, tp=16, ep=16, attention_dp=True).exported(4) == (16, 1, 1, 4, 4)
 
 
 HEADER = (ROOT / "tests" / "fidelity" / "data" / "silicon_small.csv").read_text().splitlines()[0]
@@ -200,7 +289,7 @@ def test_read_measured_fills_the_counts_from_the_bundled_table_and_the_case_runs
     assert mtp.problem == ""
     assert (mtp.prefill.workers, mtp.decode.workers, mtp.decode.attn_dp, mtp.decode.moe_ep) == (1, 1, 32, 32)
     recipe = "ctx1_gen1_dep32_batch4_eplb0_mtp3.yaml"
-    assert (mtp.nextn, mtp.workers_from) == (3, f"InferenceX dsr1-fp4-gb200-dynamo-trt {recipe}")
+    assert (mtp.nextn, mtp.workers_from) == (3, f"InferenceX dsr1-fp4-gb200-dynamo-trt@0004cf5f {recipe}")
     stp = read["stp"]
     assert (stp.decode.workers, stp.decode.attn_dp, stp.nextn) == (2, 4, 0)
     assert "counts not recorded; no InferenceX entry at the row's concurrency" in read["none"].problem
@@ -270,6 +359,64 @@ dsr1-fp8-b200-trt:
 """
 
 
+OLDER_YAML = """
+dsr1-fp4-gb300-dynamo-trt:
+  image: nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2
+  model-prefix: dsr1
+  runner: gb300
+  precision: fp4
+  framework: dynamo-trt
+  disagg: true
+  seq-len-configs: []
+dsr1-fp4-gb200-dynamo-trt:
+  image: nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:0.5.1-rc0.pre3
+  model-prefix: dsr1
+  runner: gb200
+  precision: fp4
+  framework: dynamo-trt
+  disagg: true
+  seq-len-configs:
+  - isl: 8192
+    osl: 1024
+    search-space:
+    - spec-decoding: "mtp"
+      conc-list: [ 1, 18 ]
+      prefill: {num-worker: 1, tp: 4, ep: 4, dp-attn: false}
+      decode:
+        num-worker: 3
+        tp: 8
+        ep: 8
+        additional-settings: ["DECODE_MAX_BATCH_SIZE=16", "DECODE_MTP_SIZE=3"]
+"""
+
+
+def test_the_extraction_keeps_every_version_with_its_commit_repository_and_client(tmp_path):
+    newer, older, out = tmp_path / "new.yaml", tmp_path / "old.yaml", tmp_path / "table.json"
+    newer.write_text(CONFIG_YAML)
+    older.write_text(OLDER_YAML)
+    extractor = _extractor()
+    assert (
+        extractor.main([f"{newer}@abc123", f"{older}@def456@InferenceMAX/InferenceMAX", "--out", str(out)])
+        == 0
+    )
+    table = json.loads(out.read_text())
+    assert table["source"]["versions"] == [
+        {"repository": "SemiAnalysisAI/InferenceX", "commit": "abc123"},
+        {"repository": "InferenceMAX/InferenceMAX", "commit": "def456"},
+    ]
+    # The older file's gb300 config has the newer one's image: only the newer one is kept.
+    kept = [
+        (c["config"], c["commit"], c["repository"], c["users_per_decode_worker"]) for c in table["configs"]
+    ]
+    assert kept == [
+        ("dsr1-fp4-gb300-dynamo-trt", "abc123", "SemiAnalysisAI/InferenceX", False),
+        ("dsr1-fp4-gb200-dynamo-trt", "def456", "InferenceMAX/InferenceMAX", True),
+    ]
+    # Draft tokens from the inline setting of an entry that names no recipe.
+    old = [e for e in parse_table(table) if e.commit == "def456"]
+    assert [(e.mtp_draft_tokens, e.recipe, e.users_per_decode_worker) for e in old] == [(3, "", True)]
+
+
 def test_the_extraction_keeps_disaggregated_nvidia_entries_under_our_names(tmp_path):
     configs, left_out = _extractor().extract(CONFIG_YAML, "abc123")
     (config,) = configs
@@ -293,3 +440,14 @@ def test_the_extraction_keeps_disaggregated_nvidia_entries_under_our_names(tmp_p
     assert _extractor().main([f"{source}@abc123", "--out", str(out)]) == 0
     entries = parse_table(json.loads(out.read_text()))
     assert [(e.concurrency, e.mtp_draft_tokens) for e in entries] == [((8, 12), 3), ((5,), None)]
+
+
+def test_draft_tokens_come_from_the_recipe_name_its_body_or_an_inline_setting():
+    depth = _extractor()._mtp_depth
+    assert (
+        depth({"decode": {}}, "recipes/trtllm/gb200-fp4/1k1k/mtp/ctx1_gen4_tep8_batch8_eplb0_mtp3.yaml") == 3
+    )
+    # SGLang EAGLE recipes: speculative-num-steps 2 (topk 1, three verified tokens) in the file.
+    assert depth({"decode": {}}, "recipes/h100/8k1k/mtp/h100-fp8-1p1d-max-tp-mtp.yaml") == 2
+    assert depth({"decode": {"additional-settings": ["DECODE_MTP_SIZE=1"]}}, "") == 1
+    assert depth({"decode": {}}, "recipes/h100/1k8k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml") is None

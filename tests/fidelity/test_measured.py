@@ -104,7 +104,7 @@ def test_unrecorded_worker_counts_come_from_the_inferencex_entry_the_row_ran(sil
     # workers and 1 TP2 decode worker.
     assert row.problem == ""
     assert (row.prefill.workers, row.prefill.tp, row.decode.workers, row.decode.tp) == (2, 1, 1, 2)
-    assert (row.nextn, row.workers_from) == (0, "InferenceX gptoss-fp4-gb200-dynamo-trt")
+    assert (row.nextn, row.workers_from) == (0, "InferenceX gptoss-fp4-gb200-dynamo-trt@0004cf5f")
     assert len(silicon) == 7
 
 
