@@ -96,6 +96,13 @@ class BackendProfile:
     # (docs/fidelity.md, "TRT-LLM aggregated: a pass with a prompt runs eagerly"). 0: none
     # (vLLM's piecewise graphs cover mixed passes; SGLang's extend passes are in its fits).
     eager_layer_ms: float = 0.0
+    # Whether a worker with attention DP hands each new request to its rank holding the fewest
+    # requests, whatever rank the router's pick would have been: TensorRT-LLM's PyTorch executor
+    # assigns a worker's new requests across its attention-DP ranks by their active requests
+    # (Dynamo's router picks the worker only). The replay applies it to the decode workers of a
+    # disaggregated deployment, where a capped rank (``max_num_seqs``) would otherwise queue a
+    # hand-off that a free rank of the same worker could take.
+    balances_attention_dp: bool = False
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -174,6 +181,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         ),
         kv_handoff_ms=90,
         eager_layer_ms=1.5,
+        balances_attention_dp=True,
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",

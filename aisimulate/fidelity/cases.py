@@ -145,6 +145,16 @@ def _async_scheduling(row: MeasuredRow) -> bool | None:
     return None
 
 
+def _max_num_seqs(row: MeasuredRow, shape: RecordedWorkers) -> int:
+    """Sequences one rank of the role holds at once: the run's own ``max_batch_size`` where its
+    recipe names it (InferenceX's TensorRT-LLM recipes cap each decode rank at ``batch<N>``, and
+    their users often outnumber the slots: the rest wait for a completion, which is most of
+    their TTFT); otherwise room for every user's share, since a row records no other limit."""
+    if shape.max_batch is not None:
+        return shape.max_batch
+    return max(DEFAULT_MAX_NUM_SEQS, -(-row.concurrency // (shape.workers * shape.attn_dp)))
+
+
 def build_case(
     row: MeasuredRow,
     *,
@@ -221,8 +231,7 @@ def build_case(
         roles[role] = EngineSpec(
             **_engine_shape(shape, spec, row.backend),
             replicas=shape.workers,
-            # Nor did its users wait for a sequence slot: each rank ran its share of them.
-            max_num_seqs=max(DEFAULT_MAX_NUM_SEQS, -(-row.concurrency // (shape.workers * shape.attn_dp))),
+            max_num_seqs=_max_num_seqs(row, shape),
             **limits,
         )
     plan = DeploymentPlan(

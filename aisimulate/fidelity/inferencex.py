@@ -23,11 +23,15 @@ draft-token count the entry does not name leave the row unreplayed, with that re
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 TABLE = Path(__file__).parent / "data" / "inferencex_disagg.json"
+# TensorRT-LLM recipe names (NVIDIA/srt-slurm, e.g. ``ctx1_gen4_tep8_batch16_eplb0_mtp0.yaml``)
+# carry the decode workers' ``max_batch_size`` (per attention-DP rank) as ``batch<N>``.
+RECIPE_BATCH = re.compile(r"_batch(\d+)(?:_|\.|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,13 @@ class Resolved:
     decode: WorkerShape
     nextn: int  # MTP draft tokens per decode step; 0 without speculative decoding
     source: str  # which entry: InferenceX config and recipe
+    decode_max_batch: int | None = None  # the recipe's decode max_batch_size per rank, if it names one
+
+
+def recipe_max_batch(recipe: str) -> int | None:
+    """The decode ``max_batch_size`` a recipe's name declares (``..._batch16_...``), or None."""
+    found = RECIPE_BATCH.search(recipe)
+    return int(found[1]) if found else None
 
 
 class Unresolved(ValueError):
@@ -232,4 +243,5 @@ def resolve(
         decode=entry.decode.shape(),
         nextn=entry.mtp_draft_tokens or 0,
         source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip(),
+        decode_max_batch=recipe_max_batch(entry.recipe),
     )

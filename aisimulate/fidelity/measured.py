@@ -48,6 +48,7 @@ class RecordedWorkers:
     moe_tp: int = 1
     moe_ep: int = 1
     workers: int = 1
+    max_batch: int | None = None  # sequences a rank ran at most (the recipe's max_batch_size); None: unknown
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -291,8 +292,15 @@ def _inferencex_workers(
             f"disaggregated worker counts not recorded; {err}", where=f"{where}: num_workers"
         ) from None
     shapes = [
-        RecordedWorkers(tp=r.tp, attn_dp=r.attention_dp, moe_tp=r.moe_tp, moe_ep=r.moe_ep, workers=r.workers)
-        for r in (found.prefill, found.decode)
+        RecordedWorkers(
+            tp=r.tp,
+            attn_dp=r.attention_dp,
+            moe_tp=r.moe_tp,
+            moe_ep=r.moe_ep,
+            workers=r.workers,
+            max_batch=max_batch,
+        )
+        for r, max_batch in ((found.prefill, None), (found.decode, found.decode_max_batch))
     ]
     return shapes[0], shapes[1], {"nextn": found.nextn, "workers_from": found.source}
 

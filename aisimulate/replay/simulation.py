@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from aisimulate.catalog.backends import backend_profile
 from aisimulate.errors import ConfigError
 from aisimulate.planner.policy import Planner
 from aisimulate.replay.autoscale import Lifecycle, capability, fpm_snapshot, traffic_window
@@ -113,6 +114,15 @@ class Simulation:
         ]
         self.entry = self.pools[0]
         self.decode_pool = self.pools[-1] if plan.mode == "disagg" else None
+        # A decode worker whose engine balances its attention-DP ranks takes each hand-off on
+        # the rank holding the fewest of its requests (see ``BackendProfile.balances_attention_dp``).
+        self.balanced_ranks = (
+            self.decode_pool is not None
+            and backend_profile(plan.backend).balances_attention_dp
+            and self.decode_pool.engine.spec.attention_dp > 1
+        )
+        self.rank_load: dict[int, int] = {}  # id(decode rank) -> its requests not yet completed
+        self.load_on: dict[int, int] = {}  # request id -> id(the decode rank it was counted on)
         self.transfer = kv_transfer(plan)
         self.destination_missing = plan.kv_transfer_timing == "destination_missing"
         self.frontend_ms = resolve_frontend_latency_ms(plan)
@@ -305,6 +315,8 @@ class Simulation:
 
     def _complete(self, r: Request, now: float) -> None:
         (self.decode_pool or self.entry).router.release(r)
+        if self.balanced_ranks and (counted := self.load_on.pop(r.rid, None)) is not None:
+            self.rank_load[counted] -= 1
         self.in_flight -= 1
         follow = self.next_turn.pop(r.rid, None)
         if follow is None:
@@ -332,6 +344,8 @@ class Simulation:
         r.max_reused_tokens = prefilled.max_reused_tokens
         r.prefill_worker = prefilled.worker
         rank = pool.ranks[pool.router.route(r, pool.ranks)]
+        if self.balanced_ranks:
+            rank = self._balance(rank, r)
         r.worker, r.rank = rank.worker, rank.rank
         if not rank.policy.on_enqueue(rank, r):
             source.release_sent(prefilled)
@@ -342,6 +356,16 @@ class Simulation:
         queue.append((r, prefilled, source))
         if len(queue) == 1:
             self._reserve(rank, now)
+
+    def _balance(self, routed: Rank, r: Request) -> Rank:
+        """The rank of ``routed``'s worker that takes r: the one holding the fewest requests
+        (running, queued or on their way), the lowest index among equals. The router chose the
+        worker; the worker's engine chose the rank."""
+        load = self.rank_load
+        rank = min(self.worker_of[id(routed)].ranks, key=lambda k: (load.get(id(k), 0), k.rank))
+        load[id(rank)] = load.get(id(rank), 0) + 1
+        self.load_on[r.rid] = id(rank)
+        return rank
 
     def _reserve(self, rank: Rank, now: float) -> None:
         """Start the transfers of queued prompts, in order, while the decode rank has room."""

@@ -11,6 +11,7 @@ from aisimulate.fidelity.inferencex import (
     WorkerShape,
     bundled_entries,
     parse_table,
+    recipe_max_batch,
     resolve,
     same_image,
 )
@@ -89,6 +90,27 @@ def test_one_matching_entry_gives_its_workers_shapes_and_mtp():
     assert found.prefill == WorkerShape(workers=1, tp=1, attention_dp=4, moe_tp=1, moe_ep=4)
     assert found.nextn == 3
     assert found.source == "InferenceX dsr1-fp4-gb200-dynamo-trt@00000000 a_mtp3.yaml"
+
+
+@pytest.mark.parametrize(
+    ("recipe", "batch"),
+    [
+        ("ctx1_gen4_tep8_batch16_eplb0_mtp0.yaml", 16),
+        ("ctx1_gen3_tep8_batch1_eplb0_mtp0_3.yaml", 1),
+        ("ctx5_gen2_dep8_batch768.yaml", 768),
+        ("a_mtp3.yaml", None),
+        ("", None),
+    ],
+)
+def test_the_recipe_name_gives_the_decode_max_batch_size(recipe, batch):
+    assert recipe_max_batch(recipe) == batch
+
+
+def test_a_resolved_row_carries_its_recipes_decode_batch():
+    entry = _entry([180], (1, 4, 4, True), (1, 32, 32, True), recipe="ctx1_gen1_dep32_batch4.yaml")
+    entries = parse_table({"configs": [TABLE["configs"][0] | {"entries": [entry]}]})
+    assert _resolve(180, 32, entries=entries).decode_max_batch == 4
+    assert _resolve(180, 32).decode_max_batch is None  # a_mtp3.yaml names none
 
 
 def test_a_tensor_parallel_decode_entry_without_mtp():
@@ -301,6 +323,10 @@ def test_read_measured_fills_the_counts_from_the_bundled_table_and_the_case_runs
     assert decode.spec.mean_tokens_per_step == pytest.approx(2.82)
     assert (case.plan.decode.attention_dp, case.plan.decode.replicas) == (32, 1)
     assert build_case(stp).plan.decode.nextn == 0
+    # The recipe caps each decode rank at 4 sequences (batch4): 128 slots for 180 users.
+    assert mtp.decode.max_batch == 4 and mtp.prefill.max_batch is None
+    assert case.plan.decode.max_num_seqs == 4
+    assert case.plan.prefill.max_num_seqs == 256  # no cap named: room for every user's share
 
 
 def _extractor():

@@ -1,14 +1,16 @@
 """Disaggregated serving: prefill pool -> KV transfer -> decode pool."""
 
+import dataclasses
+
 import pytest
 from pydantic import ValidationError
 
-from aisimulate.catalog import get_system
+from aisimulate.catalog import backends, get_system
 from aisimulate.catalog.backends import backend_profile
 from aisimulate.perf.polynomial import decode_ms, prefill_ms
 from aisimulate.replay import DeploymentPlan, EngineSpec, simulate
 from aisimulate.replay.transfer import KvTransfer, kv_transfer, transfer_bandwidth
-from aisimulate.workload import SyntheticWorkload
+from aisimulate.workload import LengthDistribution, SyntheticWorkload
 from tests.replay.conftest import assert_matches_exact
 
 CAPACITY = 16384 * 64
@@ -238,3 +240,36 @@ def test_an_sglang_decode_worker_takes_arrived_kv_when_it_polls(exact):
     waited_ms = polled[1]["ttft_ms"] - every[1]["ttft_ms"]
     assert pass_ms < waited_ms < 30 * pass_ms
     assert polled[1]["last_token_ms"] > every[1]["last_token_ms"]
+
+
+def _two_rank_decode(backend_profiles, balanced):
+    """Four users on one decode worker of four attention-DP ranks, one sequence each: a user whose
+    request ends first sends the next one while other ranks still decode."""
+    trtllm = backend_profiles["trtllm"]
+    backend_profiles["trtllm"] = dataclasses.replace(trtllm, balances_attention_dp=balanced)
+    p = DeploymentPlan(
+        model="deepseek-ai/DeepSeek-V3",
+        system="gb200",
+        mode="disagg",
+        backend="trtllm",
+        frontend_latency_ms=0,
+        kv_transfer_latency_ms=0,
+        prefill=EngineSpec(tp=4, moe_ep=4, max_model_len=2048),
+        decode=EngineSpec(tp=1, attention_dp=4, moe_ep=4, max_num_seqs=1, max_model_len=2048),
+    )
+    workload = SyntheticWorkload(
+        isl=256, osl=LengthDistribution(dist="uniform", min=20, max=400), num_requests=24, concurrency=4
+    )
+    return simulate(p, workload, perf="analytic", capture_requests=True, seed=3).requests
+
+
+def test_a_trtllm_decode_worker_gives_a_hand_off_its_least_loaded_rank(monkeypatch):
+    profiles = dict(backends.BACKEND_PROFILES)
+    monkeypatch.setattr(backends, "BACKEND_PROFILES", profiles)
+    balanced = _two_rank_decode(profiles, True)
+    routed = _two_rank_decode(profiles, False)
+    # As many users as the worker has slots: balanced, none waits for another's request; the
+    # router's pick alone (round-robin over the ranks) sends some to a rank still decoding.
+    worst = max(r["ttft_ms"] for r in balanced)
+    assert worst < 0.2 * max(r["ttft_ms"] for r in routed)
+    assert sum(r["ttft_ms"] > 5 * worst for r in routed) >= 2
