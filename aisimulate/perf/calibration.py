@@ -154,9 +154,8 @@ def calibration_for(system: System, backend: str) -> Calibration:
         # generation's fill in the rest.
         stand_in = f"{proxy_system(system)}/{kernel_backend}"
         entry = {**fits[stand_in], "gemm": {**fits[stand_in]["gemm"], **own_fits.get("gemm", {})}}
-        source = f"{stand_in} (stand-in for {system.name})"
-        if own_fits:
-            source = f"{key} ({', '.join(f'gemm {k}' for k in sorted(own_fits.get('gemm', {})))}) + {source}"
+        owned = ", ".join(f"gemm {k}" for k in sorted(own_fits.get("gemm", {})))
+        source = f"{stand_in} (stand-in for {system.name}" + (f"; own {owned}: {key})" if owned else ")")
     overhead = data.get("overhead", {}).get(backend)
 
     # Curves are the system's own measurements: those of the backend whose kernel fits it
