@@ -349,12 +349,11 @@ CURVE_COLUMNS = (
 # TRT-LLM runs DeepSeek's NVFP4 experts with two kernels: CUTLASS and the min-latency one
 # (TRT-LLM-gen), 2-3x faster at decode sizes, which the fastest-kernel rule picks. aiconfigurator-core
 # 0.12 measured the min-latency kernel on b200_sxm and gb200 only; on b300_sxm and gb300 it has
-# CUTLASS alone (which measures within a few percent of the sibling's CUTLASS), so their curves
-# take the sibling's min-latency / CUTLASS ratio at each split and token count times their own
-# CUTLASS latency.
+# CUTLASS alone. Their curves take the sibling's min-latency latency where it is below their own
+# CUTLASS (the same kernel on the same memory system: decode-sized experts are bound by reading
+# their weights).
 MIN_LATENCY_SIBLINGS = {"b300_sxm": "b200_sxm", "gb300": "gb200"}
 MIN_LATENCY_KERNEL = "moe_torch_flow_min_latency"
-CUTLASS_KERNEL = "moe_torch_flow_cutlass"
 
 
 def moe_curve_runs(db: Path, system: str, backend: str, models: dict) -> dict[tuple, dict[str, float]]:
@@ -393,16 +392,13 @@ def moe_curve_runs(db: Path, system: str, backend: str, models: dict) -> dict[tu
 def with_sibling_min_latency(
     runs: dict[tuple, dict[str, float]], sibling: dict[tuple, dict[str, float]], sibling_name: str
 ) -> dict[tuple, dict[str, float]]:
-    """``runs`` plus, where only CUTLASS was measured and the sibling measured both kernels, the
-    min-latency kernel at the sibling's ratio to CUTLASS."""
+    """``runs`` plus, where the min-latency kernel was not measured and the sibling measured it,
+    the sibling's latency of it."""
     out = {}
     for key, by_kernel in runs.items():
         other = sibling.get(key, {})
-        missing = MIN_LATENCY_KERNEL not in by_kernel and CUTLASS_KERNEL in by_kernel
-        if missing and MIN_LATENCY_KERNEL in other and CUTLASS_KERNEL in other:
-            ratio = other[MIN_LATENCY_KERNEL] / other[CUTLASS_KERNEL]
-            scaled = f"{MIN_LATENCY_KERNEL} ({sibling_name} ratio)"
-            by_kernel = {**by_kernel, scaled: by_kernel[CUTLASS_KERNEL] * ratio}
+        if MIN_LATENCY_KERNEL not in by_kernel and MIN_LATENCY_KERNEL in other:
+            by_kernel = {**by_kernel, f"{MIN_LATENCY_KERNEL} ({sibling_name})": other[MIN_LATENCY_KERNEL]}
         out[key] = by_kernel
     return out
 
