@@ -78,6 +78,9 @@ def test_hopper_runs_nvfp4_weight_only_with_the_bf16_fit():
     cal = calibration_for(get_system("h100_sxm"), "trtllm")
     assert gemm_fit_key("nvfp4", "bf16") == "bf16"
     assert cal.gemm_fit("bf16", "nvfp4") is cal.gemm["bf16"]
+    # No MXFP4 GEMM was measured: it keeps the fit it borrowed before (FP8's, at the FP4 peak).
+    b200 = calibration_for(get_system("b200_sxm"), "trtllm")
+    assert b200.gemm_fit("fp4", "mxfp4") is b200.gemm["fp8"]
 
 
 def test_mlp_scoped_nvfp4_checkpoints_quantise_the_mlps_not_attention():
