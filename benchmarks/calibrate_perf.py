@@ -36,7 +36,13 @@ DEFAULT_OUT = HERE.parent / "aisimulate" / "perf" / "data" / "calibration.json"
 
 # Free parameters and bounds per family; the rest keep their dataclass defaults.
 BOUNDS = {
-    "gemm": {"e_max": (0.05, 1.0), "m_half": (0.0, 4096.0), "mem_eff": (0.05, 1.0), "t0_ms": (0.0, 0.05)},
+    "gemm": {
+        "e_max": (0.05, 1.0),
+        "m_half": (0.0, 4096.0),
+        "mem_eff": (0.05, 1.0),
+        "t0_ms": (0.0, 0.05),
+        "per_k_ms": (0.0, 1e-5),
+    },
     "context_attention": {
         "compute_eff": (0.02, 1.0),
         "kv_half": (0.0, 8192.0),
@@ -75,7 +81,7 @@ def fit_group(family: str, points: list, fixed: dict[str, float] | None = None) 
 
     result = least_squares(residual, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
     fitted = asdict(replace(base, **dict(zip(names, result.x, strict=True))))
-    return {k: round(float(v), 6) for k, v in fitted.items()}
+    return {k: float(f"{float(v):.6g}") for k, v in fitted.items()}
 
 
 def measured_moe_curves(data_dir: Path) -> tuple[dict[str, dict], dict[str, dict]]:
@@ -94,10 +100,12 @@ def measured_moe_curves(data_dir: Path) -> tuple[dict[str, dict], dict[str, dict
     return out[0], out[1]
 
 
-def fit_kernels(data_dir: Path) -> dict[str, dict]:
+def fit_kernels(data_dir: Path, gemm_only: frozenset[str] = frozenset()) -> dict[str, dict]:
+    """Every family's fits; with ``gemm_only``, only those weight formats' GEMM fits."""
     groups: dict[tuple, list] = defaultdict(list)
     for point in load_points(data_dir):
-        groups[point.group].append(point)
+        if not gemm_only or (point.family == "gemm" and point.dtype in gemm_only):
+            groups[point.group].append(point)
     fits: dict[str, dict] = defaultdict(dict)
     ep_skew: dict[tuple[str, str], float] = {}
 
@@ -121,8 +129,10 @@ def fit_kernels(data_dir: Path) -> dict[str, dict]:
             entry[family] = params
         print(f"fitted {family:21s} {system:9s} {backend:6s} {dtype:9s} n={len(points):3d} {params}")
     for entry in fits.values():
-        # Decode MLA matmuls run on the same tensor cores as prefill attention.
-        entry["generation_attention"]["compute_eff"] = entry["context_attention"]["compute_eff"]
+        # Decode MLA matmuls run on the same tensor cores as prefill attention. (Systems measured
+        # for one format's GEMMs only, e.g. b300_sxm's nvfp4, have no attention entries.)
+        if "context_attention" in entry:
+            entry["generation_attention"]["compute_eff"] = entry["context_attention"]["compute_eff"]
     return dict(fits)
 
 
@@ -135,15 +145,30 @@ def main() -> None:
         action="store_true",
         help="rewrite the measured MoE curves only, keeping the fitted constants as they are",
     )
+    parser.add_argument(
+        "--gemm-only",
+        default="",
+        help="comma-separated weight formats (e.g. nvfp4): refit only their GEMM fits and the "
+        "curves, keeping every other fitted constant as it is",
+    )
     args = parser.parse_args()
     # The end-to-end entries belong to calibrate_e2e.py, which runs after this script.
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    fits = previous["fits"] if args.curves_only else fit_kernels(args.data)
+    gemm_only = frozenset(f for f in args.gemm_only.split(",") if f)
+    if args.curves_only:
+        fits = previous["fits"]
+    elif gemm_only:
+        fits = previous["fits"]
+        for key, entry in fit_kernels(args.data, gemm_only).items():
+            fits.setdefault(key, {}).setdefault("gemm", {}).update(entry["gemm"])
+    else:
+        fits = fit_kernels(args.data)
     default_curves, catalog_curves = measured_moe_curves(args.data)
     payload = {
         "provenance": (
             "Kernel fits by benchmarks/calibrate_perf.py to single-kernel measurements "
-            "(benchmarks/data/calibration/*_points.csv: h100_sxm, h200_sxm, b200_sxm x vllm, trtllm); "
+            "(benchmarks/data/calibration/*_points.csv: h100_sxm, h200_sxm, b200_sxm x vllm, trtllm; "
+            "nvfp4 GEMMs also on b300_sxm, gb200, gb300, whose other fits are b200_sxm's); "
             "moe_curves: measured MoE latencies per kernel shape, system and backend (moe_points.csv, "
             "moe_curve_points.csv: DeepSeek-V3/R1's experts); moe_catalog_curves: every other catalog "
             "MoE shape in moe_curve_points.csv (h100_sxm, h200_sxm, b200_sxm, b300_sxm, gb200, gb300), "

@@ -9,6 +9,10 @@ its roofline). This script writes
 * block-scaled FP8 GEMM points of DeepSeek-V3's linear layers (MLA projections, output, shared
   and dense MLP at tp 1/4/8) for the fitted systems into ``gemm_points.csv`` (their own
   ``fp8_block`` GEMM fit), replacing earlier ``fp8_block`` rows;
+* NVFP4 GEMM points of the layers NVIDIA's DeepSeek-R1 FP4 checkpoints quantise (shared experts
+  and dense MLP, attention output in the ``-v2`` checkpoints; tp 1/2/4/8) on every system whose
+  database measured NVFP4 GEMMs (b200_sxm, b300_sxm, gb200, gb300) into ``gemm_points.csv``
+  (their own ``nvfp4`` GEMM fit per system), replacing earlier ``nvfp4`` rows;
 (the routed-expert curves of every catalog MoE shape, DeepSeek-V3's included, come from
 ``benchmarks/extract_kernel_points.py``).
 
@@ -53,21 +57,45 @@ GEMM_SHAPES = {  # (n, k): what it is in DeepSeek-V3
 }
 
 
+# NVFP4 GEMMs: every system whose database measured them gets its own fit, from each backend's
+# own table (vLLM 0.24.0's FlashInfer CuTe-DSL kernel is timed as served, unlike its DeepGEMM rows).
+NVFP4_SYSTEMS = ("b200_sxm", "b300_sxm", "gb200", "gb300")
+NVFP4_SOURCES = {"trtllm": "trtllm", "vllm": "vllm"}
+NVFP4_SHAPES = {  # (n, k): what it is in DeepSeek-R1 FP4 (the layers its checkpoints quantise)
+    (4096, H): "shared gate_up tp1",
+    (2048, H): "shared gate_up tp2",
+    (1024, H): "shared gate_up tp4",
+    (512, H): "shared gate_up tp8",
+    (H, 2048): "shared down tp1 / o_proj tp8",
+    (H, 1024): "shared down tp2",
+    (H, 512): "shared down tp4",
+    (H, 256): "shared down tp8",
+    (H, 16384): "o_proj tp1 (-v2)",
+    (H, 8192): "o_proj tp2 (-v2)",
+    (H, 4096): "o_proj tp4 (-v2)",
+}
+
+
 def _table(system: str, family: str, backend: str, name: str) -> pd.DataFrame | None:
     root = resources.files("aiconfigurator_core") / "systems" / "data" / system / family / backend
     path = root / VERSIONS[backend] / name
     return pd.read_parquet(str(path)) if path.is_file() else None
 
 
-def gemm_rows() -> list[dict[str, object]]:
+def gemm_rows(
+    dtype: str = "fp8_block",
+    systems: tuple[str, ...] = GEMM_SYSTEMS,
+    sources: dict[str, str] = GEMM_SOURCES,
+    shapes: dict[tuple[int, int], str] = GEMM_SHAPES,
+) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
-    for system in GEMM_SYSTEMS:
-        for backend, source in GEMM_SOURCES.items():
+    for system in systems:
+        for backend, source in sources.items():
             table = _table(system, "gemm", source, "gemm_perf.parquet")
             if table is None:
                 continue
-            table = table[(table.gemm_dtype == "fp8_block") & table.m.isin(GEMM_M)]
-            for (n, k), note in GEMM_SHAPES.items():
+            table = table[(table.gemm_dtype == dtype) & table.m.isin(GEMM_M)]
+            for (n, k), note in shapes.items():
                 shape = table[(table.n == n) & (table.k == k)]
                 for m, group in shape.groupby("m"):
                     latency = float(group.latency.median())
@@ -77,13 +105,13 @@ def gemm_rows() -> list[dict[str, object]]:
                             "backend": backend,
                             "version": f"{source} {VERSIONS[source]}",
                             "kernel_source": group.kernel_source.iloc[0],
-                            "dtype": "fp8_block",
+                            "dtype": dtype,
                             "m": int(m),
                             "n": n,
                             "k": k,
                             "latency_ms": round(latency, 6),
                             "achieved_tflops": round(2 * int(m) * n * k / latency / 1e9, 2),
-                            "note": f"DeepSeek-V3 {note}",
+                            "note": f"DeepSeek-{'R1 FP4' if dtype == 'nvfp4' else 'V3'} {note}",
                         }
                     )
     return rows
@@ -97,14 +125,14 @@ def main() -> None:
     with gemm_path.open(newline="") as fh:
         reader = csv.DictReader(fh)
         fieldnames = list(reader.fieldnames or ())
-        kept = [row for row in reader if row["dtype"] != "fp8_block"]
-    new_gemm = gemm_rows()
+        kept = [row for row in reader if row["dtype"] not in ("fp8_block", "nvfp4")]
+    new_gemm = gemm_rows() + gemm_rows("nvfp4", NVFP4_SYSTEMS, NVFP4_SOURCES, NVFP4_SHAPES)
     with gemm_path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fieldnames)
         writer.writeheader()
         writer.writerows(kept)
         writer.writerows(new_gemm)
-    print(f"{gemm_path}: {len(kept)} rows kept, {len(new_gemm)} fp8_block rows written")
+    print(f"{gemm_path}: {len(kept)} rows kept, {len(new_gemm)} fp8_block and nvfp4 rows written")
 
 
 if __name__ == "__main__":

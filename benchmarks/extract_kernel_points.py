@@ -346,11 +346,20 @@ CURVE_COLUMNS = (
 )
 
 
-def moe_curve_points(db: Path, system: str, backend: str, models: dict) -> list[Row]:
-    """Per catalog expert shape and format, the backend's reference version (``CURVE_VERSIONS``),
-    else the version that measured the shape most (newer on a tie);
-    per split and token count the fastest kernel (TRT-LLM's NVFP4 min-latency MoE is 2-3x its
-    CUTLASS one at decode sizes), the median of repeated measurements."""
+# TRT-LLM runs DeepSeek's NVFP4 experts with two kernels: CUTLASS and the min-latency one
+# (TRT-LLM-gen), 2-3x faster at decode sizes, which the fastest-kernel rule picks. aiconfigurator-core
+# 0.12 measured the min-latency kernel on b200_sxm and gb200 only; on b300_sxm and gb300 it has
+# CUTLASS alone. Their curves take the sibling's min-latency latency where it is below their own
+# CUTLASS (the same kernel on the same memory system: decode-sized experts are bound by reading
+# their weights).
+MIN_LATENCY_SIBLINGS = {"b300_sxm": "b200_sxm", "gb300": "gb200"}
+MIN_LATENCY_KERNEL = "moe_torch_flow_min_latency"
+
+
+def moe_curve_runs(db: Path, system: str, backend: str, models: dict) -> dict[tuple, dict[str, float]]:
+    """Per (format, hidden, width, top-k, experts, tokens, moe_tp, moe_ep) of the catalog's expert
+    shapes, each kernel's median latency in the backend's reference version
+    (``CURVE_VERSIONS``), else the version that measured the shape most (newer on a tie)."""
     where = {"distribution": frozenset({MOE_ROUTING}), "moe_dtype": frozenset(MOE_DTYPES)}
     by_shape: dict[tuple, dict[str, list[Row]]] = {}
     for version, rows in tables(db, system, "moe", backend, "moe_perf", where):
@@ -366,26 +375,52 @@ def moe_curve_points(db: Path, system: str, backend: str, models: dict) -> list[
             gated = "nongated" not in str(r["kernel_source"])
             if shape in models and on_grid and small and gated and r["distribution"] == MOE_ROUTING:
                 by_shape.setdefault(shape, {}).setdefault(version, []).append(r)
-    out = []
+    out: dict[tuple, dict[str, float]] = {}
     for shape, versions in sorted(by_shape.items()):
         preferred = CURVE_VERSIONS[backend]
         most = max(versions, key=lambda v: (len(versions[v]), _version_key(v)))
         version = preferred if preferred in versions else most
         runs: dict[tuple, dict[str, list[float]]] = {}
         for r in versions[version]:
-            key = tuple(int(r[c]) for c in CURVE_COLUMNS)
+            key = (*shape, int(r["num_tokens"]), int(r["moe_tp_size"]), int(r["moe_ep_size"]))
             runs.setdefault(key, {}).setdefault(str(r["kernel_source"]), []).append(float(r["latency"]))
-        for key, by_kernel in sorted(runs.items()):
-            kernel, latency = min(
-                ((k, statistics.median(v)) for k, v in by_kernel.items()), key=lambda kv: kv[1]
-            )
-            tokens, hidden, inter, topk, experts, moe_tp, moe_ep = key
-            out.append(
-                {"system": system, "backend": backend, "kernel_source": kernel, "moe_dtype": shape[0]}
-                | {"num_tokens": tokens, "hidden": hidden, "inter": inter, "topk": topk}
-                | {"num_experts": experts, "moe_tp": moe_tp, "moe_ep": moe_ep}
-                | {"distribution": MOE_ROUTING, "latency_ms": round(latency, 6)}
-            )
+        for key, by_kernel in runs.items():
+            out[key] = {k: statistics.median(v) for k, v in by_kernel.items()}
+    return out
+
+
+def with_sibling_min_latency(
+    runs: dict[tuple, dict[str, float]], sibling: dict[tuple, dict[str, float]], sibling_name: str
+) -> dict[tuple, dict[str, float]]:
+    """``runs`` plus, where the min-latency kernel was not measured and the sibling measured it,
+    the sibling's latency of it."""
+    out = {}
+    for key, by_kernel in runs.items():
+        other = sibling.get(key, {})
+        if MIN_LATENCY_KERNEL not in by_kernel and MIN_LATENCY_KERNEL in other:
+            by_kernel = {**by_kernel, f"{MIN_LATENCY_KERNEL} ({sibling_name})": other[MIN_LATENCY_KERNEL]}
+        out[key] = by_kernel
+    return out
+
+
+def moe_curve_points(
+    db: Path, system: str, backend: str, models: dict, runs: dict[tuple, dict[str, float]] | None = None
+) -> list[Row]:
+    """Per catalog expert shape, split and token count the fastest kernel of ``moe_curve_runs``
+    (TRT-LLM's NVFP4 min-latency MoE is 2-3x its CUTLASS one at decode sizes), the median of
+    repeated measurements."""
+    if runs is None:
+        runs = moe_curve_runs(db, system, backend, models)
+    out = []
+    for key, by_kernel in sorted(runs.items()):
+        kernel, latency = min(by_kernel.items(), key=lambda kv: kv[1])
+        dtype, hidden, inter, topk, experts, tokens, moe_tp, moe_ep = key
+        out.append(
+            {"system": system, "backend": backend, "kernel_source": kernel, "moe_dtype": dtype}
+            | {"num_tokens": tokens, "hidden": hidden, "inter": inter, "topk": topk}
+            | {"num_experts": experts, "moe_tp": moe_tp, "moe_ep": moe_ep}
+            | {"distribution": MOE_ROUTING, "latency_ms": round(latency, 6)}
+        )
     return out
 
 
@@ -461,7 +496,11 @@ def extract(
             for stem, rows in parts.items():
                 files.setdefault(stem, []).extend(rows)
             allreduce_tables[f"{system}/{backend}"] = allreduce_table(parts["allreduce_points"])
-            curves.extend(moe_curve_points(db, system, backend, models))
+            runs = moe_curve_runs(db, system, backend, models)
+            sibling = MIN_LATENCY_SIBLINGS.get(system)
+            if backend == "trtllm" and sibling and (db / sibling).is_dir():
+                runs = with_sibling_min_latency(runs, moe_curve_runs(db, sibling, backend, models), sibling)
+            curves.extend(moe_curve_points(db, system, backend, models, runs))
             print(f"{system:10s} {backend:6s} " + " ".join(f"{k[:-7]}={len(v)}" for k, v in parts.items()))
         files.setdefault("nccl_points", []).extend(nccl_points(db, system))
     return files, {"gemm": gemm_tables, "allreduce": allreduce_tables}, curves

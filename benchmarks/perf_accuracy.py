@@ -12,6 +12,11 @@ model with its measured kernel tables off (the default: fits, and the MoE curves
 and gpt-oss) and on (``kernel_tables``: GEMM and all-reduce tables, every catalog MoE shape's
 curve). Prints a table and one JSON summary line (median |error| per family and system, tables
 on; ``above_5pct`` lists the misses).
+
+The weight formats with GEMM fits of their own (``fp8_block``, ``nvfp4``) are also judged on the
+very shapes they were fitted on (``--fitted``), one shape left out at a time: each shape is priced
+by the format's fit refitted without it (``gemm/<format> loso``), next to the fit the format
+borrowed before it had its own (the math dtype's).
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ import numpy as np
 from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import math_dtype
 from aisimulate.catalog.systems import get_system
-from aisimulate.perf.calibration import calibration_for, moe_curve_key
+from aisimulate.perf.calibration import GEMM_FORMAT_FITS, calibration_for, moe_curve_key
 from aisimulate.perf.kernel_tables import CollectiveTable, allreduce_tables_for, gemm_tables_for
-from aisimulate.perf.kernels import MeasuredCurve
+from aisimulate.perf.kernels import GemmFit, MeasuredCurve
 from aisimulate.perf.points import (
     DATABASE_SYSTEMS,
     Point,
@@ -99,6 +104,30 @@ def allreduce_left_out(point: Point) -> float | None:
     return float(rest.time_ms(np.array([size]))[0])
 
 
+def gemm_format_loso(points: list[Point]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """|error| of the format GEMM fits on their own fitted shapes, each (n, k) shape priced by the
+    fit refitted without it (``on``), and by the fit the format borrowed without one (``off``)."""
+    from calibrate_perf import fit_group  # the script beside this one; needs scipy
+
+    groups: dict[tuple[str, ...], list[Point]] = {}
+    for p in points:
+        if p.family == "gemm" and p.dtype in GEMM_FORMAT_FITS:
+            groups.setdefault(p.group, []).append(p)
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for (_, system_name, _, dtype), group in sorted(groups.items()):
+        system = get_system(system_name)
+        borrowed = calibration_for(system, group[0].backend).gemm_fit(math_dtype(dtype, system.math_dtypes))
+        cell = out.setdefault((f"gemm/{dtype} loso", system_name), {"off": [], "on": []})
+        shapes = sorted({(_i(p, "n"), _i(p, "k")) for p in group})
+        for shape in shapes:
+            held = [p for p in group if (_i(p, "n"), _i(p, "k")) == shape]
+            fit = GemmFit(**fit_group("gemm", [p for p in group if (_i(p, "n"), _i(p, "k")) != shape]))
+            for p in held:
+                cell["on"].append(abs(float(predict(p, fit, system)) / p.measured_ms - 1.0))
+                cell["off"].append(abs(float(predict(p, borrowed, system)) / p.measured_ms - 1.0))
+    return out
+
+
 def family_of(point: Point) -> str:
     """GEMMs by weight format; MoE apart for the catalog models' expert shapes (``curve``: what
     served models run) and the other shapes the database measured."""
@@ -137,9 +166,10 @@ def main() -> int:
     parser.add_argument("--systems", default=",".join(DATABASE_SYSTEMS))
     args = parser.parse_args()
     systems = tuple(args.systems.split(","))
-    fitted = {point_key(p) for p in load_points(args.fitted)}
+    fitted_points = [p for p in load_points(args.fitted) if p.system in systems]
+    fitted = {point_key(p) for p in fitted_points}
     points = [p for p in load_database_points(args.data, systems) if point_key(p) not in fitted]
-    table = errors(points)
+    table = errors(points) | gemm_format_loso(fitted_points)
     families = sorted({f for f, _ in table})
     print(f"{'family':22s} " + " ".join(f"{s:>15s}" for s in systems))
     print(f"{'(off -> on, n)':22s} " + " ".join(f"{'':>15s}" for _ in systems))

@@ -22,6 +22,7 @@ from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PAR
 from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
 from aisimulate.perf.calibration import (
+    GEMM_TABLES_BY_DEFAULT,
     KERNEL_TABLES_BY_DEFAULT,
     Calibration,
     calibration_for,
@@ -122,7 +123,13 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         return self.system.tflops[math_dtype(storage_dtype, self.system.math_dtypes)]
 
     def _gemm(
-        self, cal: Calibration, storage_dtype: str, params: float, act: float, kernels: float
+        self,
+        cal: Calibration,
+        storage_dtype: str,
+        params: float,
+        act: float,
+        kernels: float,
+        reduction_k: float = 0.0,
     ) -> Roofline:
         return gemm_roofline(
             weight_params=params,
@@ -132,6 +139,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             hbm_gbps=self.system.hbm_gbps,
             fit=cal.gemm_fit(math_dtype(storage_dtype, self.system.math_dtypes), storage_dtype),
             num_kernels=kernels,
+            reduction_k=reduction_k,
         )
 
     def _build_gemms(self, cal: Calibration) -> tuple[Any, Any]:
@@ -147,36 +155,40 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         attn_act = 2 * h + heads_r * (m.qk_head_dim + m.v_dim) + 2 * kv_heads_per_rank(m, tp) * m.head_dim
         attn_kernels = 5 if m.is_mla else 2
         attn_dtype = m.linear_dtype(expert=False, attention=True)
-        per_layer_attn = self._gemm(cal, attn_dtype, attn_params, attn_act, attn_kernels)
+        attn_shapes = self._attention_gemm_shapes(attn_params)
+        attn_k = sum(k for _, k in attn_shapes)
+        per_layer_attn = self._gemm(cal, attn_dtype, attn_params, attn_act, attn_kernels, attn_k)
         # (roofline, weight format, one layer's (n, k) GEMMs, layers) of each group.
         parts: list[tuple[Roofline, str, list[tuple[float, float]], float]] = [
-            (per_layer_attn, attn_dtype, self._attention_gemm_shapes(attn_params), m.num_layers)
+            (per_layer_attn, attn_dtype, attn_shapes, m.num_layers)
         ]
         dense_layers = m.num_dense_layers if m.is_moe else m.num_layers
         if dense_layers:
             inter = m.intermediate_size / tp
-            mlp = self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2)
+            mlp = self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2, h + inter)
             parts.append((mlp, dtype, [(2 * inter, h), (h, inter)], dense_layers))
         if m.num_moe_layers and m.num_shared_experts:
             inter = m.shared_expert_width / tp
-            shared = self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2)
+            shared = self._gemm(cal, dtype, 3 * h * inter, 2 * h + 3 * inter, 2, h + inter)
             parts.append((shared, dtype, [(2 * inter, h), (h, inter)], m.num_moe_layers))
         if m.num_moe_layers:
             # The router: a bf16 (hidden x experts) GEMM every GPU runs on all its tokens before the
             # experts (AIConfigurator prices it as `router_gemm`; its MoE kernel points exclude it).
-            router = self._gemm(cal, "bf16", h * m.num_experts, h + m.num_experts, 1)
+            router = self._gemm(cal, "bf16", h * m.num_experts, h + m.num_experts, 1, h)
             parts.append((router, "bf16", [(m.num_experts, h)], m.num_moe_layers))
         linear = parts[0][0].scaled(parts[0][3])
         for roofline, _, _, layers in parts[1:]:
             linear = linear + roofline.scaled(layers)
         vocab = m.vocab_size / tp
-        lm_head = self._gemm(cal, m.base_dtype, vocab * h, h + vocab, 1)
-        if not self.kernel_tables:
-            return linear, lm_head
-        return (
-            self._tabled(parts, linear),
-            self._tabled([(lm_head, m.base_dtype, [(vocab, h)], 1.0)], lm_head),
-        )
+        lm_head = self._gemm(cal, m.base_dtype, vocab * h, h + vocab, 1, h)
+        if self.kernel_tables:
+            return (
+                self._tabled(parts, linear),
+                self._tabled([(lm_head, m.base_dtype, [(vocab, h)], 1.0)], lm_head),
+            )
+        if any(dtype in GEMM_TABLES_BY_DEFAULT and self._native_math(dtype) for _, dtype, _, _ in parts):
+            return self._tabled(parts, linear, GEMM_TABLES_BY_DEFAULT), lm_head
+        return linear, lm_head
 
     def _attention_gemm_shapes(self, params: float) -> list[tuple[float, float]]:
         """One layer's attention projections as (n, k) GEMMs on one GPU; empty where they do not
@@ -203,17 +215,22 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         return shapes if abs(total - params) <= 0.02 * params else []
 
     def _tabled(
-        self, parts: list[tuple[Roofline, str, list[tuple[float, float]], float]], fitted: Roofline
+        self,
+        parts: list[tuple[Roofline, str, list[tuple[float, float]], float]],
+        fitted: Roofline,
+        formats: frozenset[str] | None = None,
     ) -> Any:
         """The parts' summed latency at the tables' token counts, as a measured curve: each part
-        from its GEMMs' tables where all of them have one, else from its fitted roofline."""
+        from its GEMMs' tables where all of them have one (and its format is in ``formats``;
+        None: any), else from its fitted roofline."""
         tables = gemm_tables_for(self.system.name, self.backend, backend_profile(self.backend).kernel_backend)
         if not tables:
             return fitted
         nodes = np.asarray(next(iter(tables.values())).m)
         total = np.zeros_like(nodes)
         for roofline, dtype, shapes, layers in parts:
-            table = tables.get(dtype) if self._native_math(dtype) else None
+            wanted = formats is None or dtype in formats
+            table = tables.get(dtype) if wanted and self._native_math(dtype) else None
             curves = [table.curve_ms(n, k) for n, k in shapes] if table is not None else []
             if curves and all(c is not None for c in curves):
                 total = total + layers * sum(c for c in curves if c is not None)

@@ -2,8 +2,9 @@
 
 ``perf/data/calibration.json`` is written by ``benchmarks/calibrate_perf.py`` from measured
 kernel data. A system without its own measurements borrows the fit of the closest measured
-generation (efficiencies are fractions of each chip's own peak, so they transfer); SGLang borrows
-vLLM's kernel fits. The chosen entry is named in ``Calibration.source``.
+generation (efficiencies are fractions of each chip's own peak, so they transfer); a system with
+some of its own (an ``nvfp4`` GEMM fit, say) keeps those and borrows the rest. SGLang borrows
+vLLM's kernel fits. The chosen entries are named in ``Calibration.source``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aisimulate.catalog.backends import backend_profile
+from aisimulate.catalog.dtypes import NATIVE_MATH
 from aisimulate.catalog.systems import System
 from aisimulate.perf.kernels import AttentionFit, CollectiveFit, GemmFit, MoeFit, OverheadFit
 
@@ -27,13 +29,15 @@ DATA_FILE = "calibration.json"
 MOE_FORMAT_FITS = frozenset({"mxfp4"})
 # Weight formats whose GEMMs are measured apart from their math dtype's: block-scaled FP8
 # (DeepSeek-class checkpoints) runs its own kernels (DeepGEMM and kin), launched at a fraction of
-# per-tensor FP8's fixed cost.
-GEMM_FORMAT_FITS = frozenset({"fp8_block"})
+# per-tensor FP8's fixed cost; NVFP4 on FP4 tensor cores runs its own too (an activation quantise
+# step, and a fixed cost above bf16's on TRT-LLM). The database has no MXFP4 GEMM.
+GEMM_FORMAT_FITS = frozenset({"fp8_block", "nvfp4"})
 
 
 def gemm_fit_key(weight_dtype: str, math_dtype: str) -> str:
-    """The ``gemm`` entry a weight format's linear layers are priced with (and fitted into)."""
-    if weight_dtype in GEMM_FORMAT_FITS:
+    """The ``gemm`` entry a weight format's linear layers are priced with (and fitted into): its
+    own where it runs its own math (not NVFP4 dequantised on Hopper)."""
+    if weight_dtype in GEMM_FORMAT_FITS and NATIVE_MATH[weight_dtype] == math_dtype:
         return weight_dtype
     return "fp8" if math_dtype == "fp8" else "bf16"
 
@@ -71,7 +75,8 @@ class Calibration:
 
     def gemm_fit(self, math_dtype: str, weight_dtype: str | None = None) -> GemmFit:
         """The format's own fit when one was measured, else the math dtype's."""
-        own = self.gemm.get(weight_dtype) if weight_dtype in GEMM_FORMAT_FITS else None
+        native = weight_dtype in GEMM_FORMAT_FITS and gemm_fit_key(weight_dtype, math_dtype) == weight_dtype
+        own = self.gemm.get(weight_dtype) if native else None
         return own or self.gemm.get(math_dtype) or self.gemm.get("fp8") or self.gemm["bf16"]
 
     def moe_fit(self, weight_dtype: str, math_dtype: str) -> MoeFit:
@@ -143,9 +148,15 @@ def calibration_for(system: System, backend: str) -> Calibration:
     kernel_backend = backend_profile(backend).kernel_backend
     key = f"{system.name}/{kernel_backend}"
     source = key
-    if key not in fits:
-        key = f"{proxy_system(system)}/{kernel_backend}"
-        source = f"{key} (stand-in for {system.name})"
+    own_fits = fits.get(key, {})
+    entry = own_fits
+    if "context_attention" not in own_fits:
+        # No kernel fits of its own, or only some (a format's GEMM fit): the closest measured
+        # generation's fill in the rest.
+        stand_in = f"{proxy_system(system)}/{kernel_backend}"
+        entry = {**fits[stand_in], "gemm": {**fits[stand_in]["gemm"], **own_fits.get("gemm", {})}}
+        owned = ", ".join(f"gemm {k}" for k in sorted(own_fits.get("gemm", {})))
+        source = f"{stand_in} (stand-in for {system.name}" + (f"; own {owned}: {key})" if owned else ")")
     overhead = data.get("overhead", {}).get(backend)
 
     # Curves are the system's own measurements: those of the backend whose kernel fits it
@@ -158,12 +169,17 @@ def calibration_for(system: System, backend: str) -> Calibration:
             **measured.get(f"{system.name}/{backend}", {}),
         }
 
-    return calibration_from_entry(fits[key], overhead, source, own("moe_curves"), own("moe_catalog_curves"))
+    return calibration_from_entry(entry, overhead, source, own("moe_curves"), own("moe_catalog_curves"))
 
 
 # Measured kernel tables (GEMM tables, the catalog's MoE curves) are off by default: on the
 # development serving runs they did not improve every headline median (docs/perf.md).
 KERNEL_TABLES_BY_DEFAULT = False
+# Weight formats whose linear layers are priced from the measured GEMM tables even with the switch
+# off: NVFP4's latency at decode sizes depends on the weight shape beyond what the roofline fit
+# describes (narrow outputs run long reductions: 11-13% in sample, against 4-5% held out for the
+# tables, docs/perf.md); the fit prices them where a system has no table.
+GEMM_TABLES_BY_DEFAULT = frozenset({"nvfp4"})
 
 
 def e2e_fitted_models() -> tuple[str, ...]:

@@ -37,12 +37,17 @@ def bytes_per_ms(gbps: float) -> float:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GemmFit:
-    """Compute efficiency ``e_max * m / (m + m_half)`` rises with the token count m."""
+    """Compute efficiency ``e_max * m / (m + m_half)`` rises with the token count m.
+
+    ``per_k_ms`` is a fixed cost per element of each GEMM's reduction (k): NVFP4 kernels at decode
+    sizes take as long for a narrow output as for a wide one of the same k (few tiles, each
+    walking all of k), which weight bytes alone do not describe."""
 
     e_max: float = 0.7
     m_half: float = 64.0
     mem_eff: float = 0.75
     t0_ms: float = 0.004
+    per_k_ms: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -174,8 +179,10 @@ def gemm_roofline(
     hbm_gbps: float,
     fit: GemmFit,
     num_kernels: float = 1.0,
+    reduction_k: float = 0.0,
 ) -> Roofline:
-    """GEMMs reading ``weight_params`` weights once per pass and moving activations per token."""
+    """GEMMs reading ``weight_params`` weights once per pass and moving activations per token;
+    ``reduction_k`` is the sum of their k."""
     per_flop = 1.0 / (flops_per_ms(peak_tflops) * fit.e_max)
     per_byte = 1.0 / (bytes_per_ms(hbm_gbps) * fit.mem_eff)
     return Roofline(
@@ -183,7 +190,7 @@ def gemm_roofline(
         c_fixed=2 * weight_params * fit.m_half * per_flop,
         m_fixed=weight_params * weight_bytes_per_param * per_byte,
         m_slope=act_elems_per_token * ACT_BYTES * per_byte,
-        fixed=num_kernels * fit.t0_ms,
+        fixed=num_kernels * fit.t0_ms + reduction_k * fit.per_k_ms,
     )
 
 

@@ -189,6 +189,7 @@ def predict(point: Point, fit: Any, system: System | None = None) -> float:
             peak_tflops=system.tflops[math],
             hbm_gbps=system.hbm_gbps,
             fit=fit,
+            reduction_k=k,
         )
         gemm_ms: float = roof.time_ms(m)
         return gemm_ms

@@ -12,7 +12,9 @@ DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "calibratio
 
 @pytest.fixture(scope="module")
 def errors():
-    return relative_errors(load_points(DATA))
+    # NVFP4's GEMM fits (b200_sxm to gb300) are judged in test_fp4_kernels.py: the measured
+    # tables price NVFP4 where a system has them, the fit is their fallback.
+    return relative_errors([p for p in load_points(DATA) if p.dtype != "nvfp4"])
 
 
 def test_every_family_and_gpu_is_covered(errors):
