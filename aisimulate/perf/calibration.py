@@ -75,8 +75,9 @@ class Calibration:
 
     def gemm_fit(self, math_dtype: str, weight_dtype: str | None = None) -> GemmFit:
         """The format's own fit when one was measured, else the math dtype's."""
-        native = weight_dtype in GEMM_FORMAT_FITS and gemm_fit_key(weight_dtype, math_dtype) == weight_dtype
-        own = self.gemm.get(weight_dtype) if native else None
+        own = None
+        if weight_dtype in GEMM_FORMAT_FITS and gemm_fit_key(weight_dtype, math_dtype) == weight_dtype:
+            own = self.gemm.get(weight_dtype)
         return own or self.gemm.get(math_dtype) or self.gemm.get("fp8") or self.gemm["bf16"]
 
     def moe_fit(self, weight_dtype: str, math_dtype: str) -> MoeFit:
