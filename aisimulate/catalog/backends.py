@@ -96,6 +96,13 @@ class BackendProfile:
     # (docs/fidelity.md, "TRT-LLM aggregated: a pass with a prompt runs eagerly"). 0: none
     # (vLLM's piecewise graphs cover mixed passes; SGLang's extend passes are in its fits).
     eager_layer_ms: float = 0.0
+    # The MoE kernel format a checkpoint's expert format runs in on Blackwell (sm 100+), where the
+    # engine does not run the format's own: TensorRT-LLM quantises the activations of MXFP4
+    # experts to MXFP8 there and runs W4A8 kernels (``W4A8_MXFP4_MXFP8``, its default for MXFP4
+    # checkpoints on Blackwell, both MoE backends; weight-only ``W4A16_MXFP4`` on Hopper:
+    # TensorRT-LLM's "Deploying GPT-OSS on TensorRT-LLM" guide, "Using the MXFP4 checkpoints").
+    # AIConfigurator's database measures both; at decode sizes the W4A8 kernel is 2-4x faster.
+    blackwell_expert_kernels: tuple[tuple[str, str], ...] = ()
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -103,6 +110,12 @@ class BackendProfile:
     service_prefix: str
     context_length_flag: str
     prefill_worker_flag: str | None = None
+
+    def expert_kernel_format(self, weight_dtype: str, sm_version: int) -> str:
+        """The format the experts of a ``weight_dtype`` checkpoint run their MoE kernels in."""
+        if sm_version >= 100:
+            return dict(self.blackwell_expert_kernels).get(weight_dtype, weight_dtype)
+        return weight_dtype
 
 
 BACKEND_PROFILES: dict[str, BackendProfile] = {
@@ -174,6 +187,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         ),
         kv_handoff_ms=90,
         eager_layer_ms=1.5,
+        blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",
