@@ -26,6 +26,7 @@ from aisimulate.perf.calibration import (
     Calibration,
     calibration_for,
     moe_curve_key,
+    moe_fit_key,
 )
 from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
 from aisimulate.perf.kernel_tables import allreduce_tables_for, gemm_tables_for, token_nodes
@@ -306,10 +307,12 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         curves = {**cal.moe_curves, **cal.catalog_moe_curves} if self.kernel_tables else cal.moe_curves
         geometry = (m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts)
         curve = curves.get(moe_curve_key(dtype, *geometry, moe_tp, moe_ep))
+        fit_key = moe_fit_key(dtype, math_dtype(dtype, self.system.math_dtypes))
         unsplit = moe_curve_key(dtype, *geometry, 1, 1)
-        if curve is None and moe_tp > 1 and not _any_tensor_split(curves, unsplit):
-            # A kernel measured under expert parallelism only (TRT-LLM's W4A8 MXFP4 experts): a
-            # tensor split over the same GPUs reads and computes as much per GPU.
+        if curve is None and moe_tp > 1 and fit_key not in cal.moe and not _any_tensor_split(curves, unsplit):
+            # A format with no fit of its own whose kernel was measured under expert parallelism
+            # only (TRT-LLM's W4A8 MXFP4 experts): a tensor split over the same GPUs reads and
+            # computes as much per GPU.
             curve = curves.get(moe_curve_key(dtype, *geometry, 1, moe_tp * moe_ep))
         if curve is not None:
             tokens, per_layer_ms = curve

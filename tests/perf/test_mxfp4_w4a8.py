@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from aisimulate.catalog import get_model, get_system
+from aisimulate.catalog.dtypes import WEIGHT_BYTES_PER_PARAM
 from aisimulate.perf.analytic import AnalyticPerfModel
 from aisimulate.perf.model import BatchShape
 from aisimulate.perf.shape import ParallelShape
@@ -53,3 +54,27 @@ def test_hopper_and_other_backends_keep_the_weight_only_kernel():
     assert h100 == pytest.approx(GPTOSS.num_moe_layers * _measured_ms("h100_sxm", "mxfp4", 2, 16))
     tp4 = ParallelShape(tp=4)
     assert _moe_ms("gb200", tp4, 16, backend="vllm") != _moe_ms("gb200", tp4, 16)
+
+
+def test_a_format_with_its_own_fit_prices_an_unmeasured_tensor_split_by_the_fit():
+    # Hopper's weight-only MXFP4 kernel has a fit (and EP-only curves under TRT-LLM): a tensor
+    # split is the fit's, not the expert-parallel curve's.
+    from aisimulate.perf.calibration import calibration_for
+    from aisimulate.perf.kernels import moe_block
+
+    h100 = get_system("h100_sxm")
+    fit = calibration_for(h100, "trtllm").moe["mxfp4"]
+    fitted = moe_block(
+        num_layers=GPTOSS.num_moe_layers,
+        hidden_size=2880,
+        expert_intermediate=2880,
+        num_experts=128,
+        top_k=4,
+        moe_tp=4,
+        moe_ep=1,
+        weight_bytes_per_param=WEIGHT_BYTES_PER_PARAM["mxfp4"],
+        peak_tflops=h100.tflops["bf16"],
+        hbm_gbps=h100.hbm_gbps,
+        fit=fit,
+    )
+    assert _moe_ms("h100_sxm", ParallelShape(tp=4), 16) == pytest.approx(fitted.scalar()(16))
