@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from aisimulate.catalog import get_model, list_models, list_systems
+from aisimulate.catalog.backends import BACKEND_PROFILES
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "kernel_db"
@@ -78,6 +79,7 @@ MOE_DTYPES = {
     "fp8_block": "fp8_block",
     "nvfp4": "nvfp4",
     "w4a16_mxfp4": "mxfp4",
+    "w4a8_mxfp4_mxfp8": "mxfp4_mxfp8",
 }
 
 Row = dict[str, Any]
@@ -281,13 +283,17 @@ def mla_points(db: Path, system: str, backend: str, phase: str) -> list[Row]:
 
 def catalog_moe_shapes() -> dict[tuple[str, int, int, int, int], str]:
     # Rows of these shapes get ``curve = 1``: measured curves the analytic model interpolates.
-    """(weight format, hidden, expert width, top-k, experts) of each catalog MoE model."""
+    """(weight format, hidden, expert width, top-k, experts) of each catalog MoE model, in its
+    checkpoint's format and in each format a backend runs those experts in instead."""
     shapes: dict[tuple[str, int, int, int, int], str] = {}
     for name in list_models():
         m = get_model(name)
         if m.is_moe:
-            key = (m.linear_dtype(expert=True), m.hidden_size, m.moe_intermediate_size, m.experts_per_token)
-            shapes.setdefault((*key, m.num_experts), name)
+            own = m.linear_dtype(expert=True)
+            formats = {own} | {p.expert_kernel_format(own, 100) for p in BACKEND_PROFILES.values()}
+            for dtype in sorted(formats):
+                key = (dtype, m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts)
+                shapes.setdefault(key, name)
     return shapes
 
 

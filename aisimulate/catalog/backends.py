@@ -103,6 +103,13 @@ class BackendProfile:
     # disaggregated deployment, where a capped rank (``max_num_seqs``) would otherwise queue a
     # hand-off that a free rank of the same worker could take.
     balances_attention_dp: bool = False
+    # The MoE kernel format a checkpoint's expert format runs in on Blackwell (sm 100+), where the
+    # engine does not run the format's own: TensorRT-LLM quantises the activations of MXFP4
+    # experts to MXFP8 there and runs W4A8 kernels (``W4A8_MXFP4_MXFP8``, its default for MXFP4
+    # checkpoints on Blackwell, both MoE backends; weight-only ``W4A16_MXFP4`` on Hopper:
+    # TensorRT-LLM's "Deploying GPT-OSS on TensorRT-LLM" guide, "Using the MXFP4 checkpoints").
+    # AIConfigurator's database measures both; at decode sizes the W4A8 kernel is 2-4x faster.
+    blackwell_expert_kernels: tuple[tuple[str, str], ...] = ()
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -110,6 +117,12 @@ class BackendProfile:
     service_prefix: str
     context_length_flag: str
     prefill_worker_flag: str | None = None
+
+    def expert_kernel_format(self, weight_dtype: str, sm_version: int) -> str:
+        """The format the experts of a ``weight_dtype`` checkpoint run their MoE kernels in."""
+        if sm_version >= 100:
+            return dict(self.blackwell_expert_kernels).get(weight_dtype, weight_dtype)
+        return weight_dtype
 
 
 BACKEND_PROFILES: dict[str, BackendProfile] = {
@@ -182,6 +195,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         kv_handoff_ms=90,
         eager_layer_ms=1.5,
         balances_attention_dp=True,
+        blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",

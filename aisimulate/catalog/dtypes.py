@@ -23,6 +23,9 @@ WEIGHT_BYTES_PER_PARAM: dict[str, float] = {
     "nvfp4": 0.5 + 1.0 / 16,
     "mxfp4": 0.5 + 1.0 / 32,
     "int4": 0.5 + 2.0 / 32,
+    # A kernel format, not a checkpoint's: MXFP4 weights with MXFP8 activations (TRT-LLM's
+    # Blackwell MoE, ``catalog.backends``); the weights are stored as mxfp4.
+    "mxfp4_mxfp8": 0.5 + 1.0 / 32,
 }
 
 KV_BYTES_PER_ELEMENT: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1.0 / 16}
@@ -39,6 +42,7 @@ NATIVE_MATH: dict[str, str] = {
     "nvfp4": "fp4",
     "mxfp4": "fp4",
     "int4": "bf16",  # W4A16: weight-only kernels unpack to 16 bits before the MMA
+    "mxfp4_mxfp8": "fp8",  # W4A8: the MMA takes both operands as MX-scaled fp8
 }
 
 

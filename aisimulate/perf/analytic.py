@@ -27,6 +27,7 @@ from aisimulate.perf.calibration import (
     Calibration,
     calibration_for,
     moe_curve_key,
+    moe_fit_key,
 )
 from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
 from aisimulate.perf.kernel_tables import allreduce_tables_for, gemm_tables_for, token_nodes
@@ -317,13 +318,21 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         if not m.is_moe:
             return None
         moe_tp, moe_ep = self.shape.expert_split
-        dtype = m.linear_dtype(expert=True)
-        key = moe_curve_key(
-            dtype, m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts, moe_tp, moe_ep
+        dtype = backend_profile(self.backend).expert_kernel_format(
+            m.linear_dtype(expert=True), self.system.sm_version
         )
         curves = {**cal.moe_curves, **cal.catalog_moe_curves} if self.kernel_tables else cal.moe_curves
-        if key in curves:
-            tokens, per_layer_ms = curves[key]
+        geometry = (m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts)
+        curve = curves.get(moe_curve_key(dtype, *geometry, moe_tp, moe_ep))
+        fit_key = moe_fit_key(dtype, math_dtype(dtype, self.system.math_dtypes))
+        unsplit = moe_curve_key(dtype, *geometry, 1, 1)
+        if curve is None and moe_tp > 1 and fit_key not in cal.moe and not _any_tensor_split(curves, unsplit):
+            # A format with no fit of its own whose kernel was measured under expert parallelism
+            # only (TRT-LLM's W4A8 MXFP4 experts): a tensor split over the same GPUs reads and
+            # computes as much per GPU.
+            curve = curves.get(moe_curve_key(dtype, *geometry, 1, moe_tp * moe_ep))
+        if curve is not None:
+            tokens, per_layer_ms = curve
             return MeasuredCurve(tokens, per_layer_ms, m.num_moe_layers)
         return moe_block(
             num_layers=m.num_moe_layers,
@@ -615,3 +624,10 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             "kernel_tables": self.kernel_tables,
             "layers_per_stage": math.ceil(self.model.num_layers / self.shape.pp),
         }
+
+
+def _any_tensor_split(curves: dict[str, Any], unsplit_key: str) -> bool:
+    """Whether any measured curve of the shape ``unsplit_key`` names (``.../tp1ep1``) splits its
+    experts by tensor parallelism."""
+    stem = unsplit_key.removesuffix("tp1ep1")
+    return any(k.startswith(stem) and not k.startswith(f"{stem}tp1ep") for k in curves)

@@ -25,8 +25,9 @@ DATA_FILE = "calibration.json"
 
 # Weight formats whose MoE kernels are measured apart from their math dtype's: MXFP4 experts run
 # weight-only kernels on chips without FP4 math (4-bit reads, bf16 math), unlike any bf16 or fp8
-# kernel, and Blackwell's MXFP4 kernels are their own too.
-MOE_FORMAT_FITS = frozenset({"mxfp4"})
+# kernel, and Blackwell's MXFP4 kernels are their own too (TRT-LLM's W4A8 ``mxfp4_mxfp8`` ones
+# apart from the weight-only ones).
+MOE_FORMAT_FITS = frozenset({"mxfp4", "mxfp4_mxfp8"})
 # Weight formats whose GEMMs are measured apart from their math dtype's: block-scaled FP8
 # (DeepSeek-class checkpoints) runs its own kernels (DeepGEMM and kin), launched at a fraction of
 # per-tensor FP8's fixed cost; NVFP4 on FP4 tensor cores runs its own too (an activation quantise

@@ -45,6 +45,8 @@ _DTYPES = {
     "fp8": "fp8",
     "fp8_block": "fp8_block",
     "w4a16_mxfp4": "mxfp4",
+    "w4a8_mxfp4_mxfp8": "mxfp4_mxfp8",
+    "mxfp4_mxfp8": "mxfp4_mxfp8",
     "nvfp4": "nvfp4",
 }
 _ALLREDUCE_KERNELS = {"vllm": "vLLM_custom_graph", "trtllm": "TRTLLM"}
@@ -71,9 +73,17 @@ def _rows(path: Path) -> Iterator[dict[str, str]]:
         yield from csv.DictReader(fh)
 
 
-# MoE shapes whose measured curves price the analytic model by default (DeepSeek-V3/R1's experts);
-# the other catalog shapes' curves are measured kernel tables, behind the ``kernel_tables`` switch.
-DEFAULT_CURVE_SHAPES = frozenset({("fp8_block", 7168, 2048, 8, 256), ("nvfp4", 7168, 2048, 8, 256)})
+# MoE shapes whose measured curves price the analytic model by default (DeepSeek-V3/R1's experts,
+# and gpt-oss's as TRT-LLM runs them on Blackwell: W4A8, which no fit covers); the other catalog
+# shapes' curves are measured kernel tables, behind the ``kernel_tables`` switch.
+DEFAULT_CURVE_SHAPES = frozenset(
+    {
+        ("fp8_block", 7168, 2048, 8, 256),
+        ("nvfp4", 7168, 2048, 8, 256),
+        ("mxfp4_mxfp8", 2880, 2880, 4, 128),
+        ("mxfp4_mxfp8", 2880, 2880, 4, 32),
+    }
+)
 
 
 def is_default_curve(point: Point) -> bool:

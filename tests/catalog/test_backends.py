@@ -73,3 +73,12 @@ def test_the_profile_drives_memory_async_kernels_and_launch():
     assert "--is-prefill-worker" not in manifest
     vllm_manifest = artifacts.dynamo_graph_deployment({**sample, "backend": "vllm"}, "x")
     assert "--is-prefill-worker" in vllm_manifest and "--max-model-len" in vllm_manifest
+
+
+def test_trtllm_runs_mxfp4_experts_as_w4a8_on_blackwell_only():
+    trtllm = backend_profile("trtllm")
+    assert trtllm.expert_kernel_format("mxfp4", get_system("gb200").sm_version) == "mxfp4_mxfp8"
+    assert trtllm.expert_kernel_format("mxfp4", get_system("h100_sxm").sm_version) == "mxfp4"
+    assert trtllm.expert_kernel_format("nvfp4", get_system("gb200").sm_version) == "nvfp4"
+    for other in ("vllm", "sglang"):  # their Blackwell MXFP4 kernels keep bf16 activations
+        assert backend_profile(other).expert_kernel_format("mxfp4", 100) == "mxfp4"

@@ -82,7 +82,10 @@ def test_attention_keeps_full_bf16_attention_with_either_kv_format(extracted):
 def test_moe_keeps_power_law_gated_kernels_and_marks_catalog_shapes_as_curves(extracted):
     moe = extracted[0]["moe_points"]
     assert {r["_kernel"] for r in moe} == {"moe_torch_flow", "moe_torch_flow_cutlass"}  # no nongated
-    assert {r["moe_dtype"] for r in moe} == {"mxfp4", "fp8"}  # w4a8 has no catalog format
+    # TRT-LLM's W4A8 MXFP4 kernel is kept as the format it runs gpt-oss's experts in on Blackwell.
+    assert {r["moe_dtype"] for r in moe} == {"mxfp4", "mxfp4_mxfp8", "fp8"}
+    (w4a8,) = [r for r in moe if r["moe_dtype"] == "mxfp4_mxfp8"]
+    assert (w4a8["num_tokens"], w4a8["latency_ms"]) == (64, 0.0312)
     mxfp4 = [r for r in moe if r["moe_dtype"] == "mxfp4"]
     assert len(mxfp4) == 9  # the skewed routing only
     assert sorted(r["num_tokens"] for r in mxfp4 if r["curve"]) == [1, 4, 16, 64, 256, 1024, 4096, 16384]
@@ -122,6 +125,9 @@ def test_moe_curves_keep_catalog_shapes_at_powers_of_two_skewed_and_gated(script
         (16384, 0.66),
     ]
     # fp8 (4096, 1536, top-8 of 128) is no catalog checkpoint's format here; non-gated kernels
-    # never count.
-    assert {r["moe_dtype"] for r in rows} == {"mxfp4"}
+    # never count; TRT-LLM's W4A8 kernel of gpt-oss's experts is a format of its own.
+    assert {r["moe_dtype"] for r in rows} == {"mxfp4", "mxfp4_mxfp8"}
+    assert [(r["num_tokens"], r["latency_ms"]) for r in rows if r["moe_dtype"] == "mxfp4_mxfp8"] == [
+        (64, 0.0312)
+    ]
     assert script.moe_curve_points(DB, "h100_sxm", "sglang", script.catalog_moe_shapes()) == []
