@@ -245,3 +245,46 @@ def resolve(
         source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip(),
         decode_max_batch=recipe_max_batch(entry.recipe),
     )
+
+
+# InferenceX's results database writes its DeepSeek-R1 configs' runs (ids ``dsr1_...``) as
+# DeepSeek-V3, the same architecture.
+RESULTS_DB_MODEL = {"deepseek-ai/DeepSeek-V3": "deepseek-ai/DeepSeek-R1"}
+
+
+def recorded_max_batch(
+    *,
+    model: str,
+    precision: str,
+    system: str,
+    backend: str,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    image: str,
+    prefill: WorkerShape,
+    decode: WorkerShape,
+    entries: tuple[Entry, ...] | None = None,
+) -> tuple[int, str] | None:
+    """The decode ``max_batch_size`` per rank of a row that records its workers, and the entry it
+    is from: the recipe batch of the entries run at its model, precision, system, backend,
+    lengths, image and concurrency on its exact deployment, when they all name the same one.
+
+    Its own ``decode_batch_size`` cannot say: the results database writes the users' share of a
+    decode rank there (concurrency / (decode workers x attention DP), on every row), not the cap."""
+    entries = bundled_entries() if entries is None else entries
+    model = RESULTS_DB_MODEL.get(model, model)
+    found = [
+        e
+        for e in entries
+        if (e.model, e.precision, e.system, e.backend, e.isl, e.osl)
+        == (model, precision, system, backend, isl, osl)
+        and same_image(e.image, image)
+        and e.runs_at(concurrency)
+        and (e.prefill.shape(), e.decode.shape()) == (prefill, decode)
+    ]
+    batches = {recipe_max_batch(e.recipe) for e in found}
+    if len(batches) != 1 or None in batches:
+        return None
+    entry = found[0]
+    return batches.pop(), f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip()

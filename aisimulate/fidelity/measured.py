@@ -22,7 +22,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 
@@ -82,7 +82,7 @@ class MeasuredRow:
     decode: RecordedWorkers | None = None
     source: str = ""  # where the row came from, as written (AIConfigurator's silicon_data_source)
     nextn: int = 0  # MTP draft tokens per decode step the run used (InferenceX's config says)
-    workers_from: str = ""  # where unrecorded worker counts were taken from (blank: the row)
+    workers_from: str = ""  # InferenceX entry taken: unrecorded worker counts or decode cap (blank: none)
     problem: str = ""  # why the row cannot be replayed as read (blank: it can)
 
     def measured_ms(self, metric: str) -> float | None:
@@ -233,6 +233,9 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
         if not (prefill.workers and decode.workers):
             prefill, decode, taken = _inferencex_workers(cell, source, concurrency, prefill, decode, where)
             fields.update(taken)
+        elif concurrency:
+            decode, taken = _recorded_max_batch(cell, source, concurrency, prefill, decode, where)
+            fields.update(taken)
         batch = _silicon_int(cell, "decode_batch_size", where, default=None)
         concurrency = concurrency or (batch and batch * decode.attn_dp * decode.workers)
         fields.update(
@@ -303,6 +306,42 @@ def _inferencex_workers(
         for r, max_batch in ((found.prefill, None), (found.decode, found.decode_max_batch))
     ]
     return shapes[0], shapes[1], {"nextn": found.nextn, "workers_from": found.source}
+
+
+def _recorded_max_batch(
+    cell: dict[str, str],
+    source: str,
+    concurrency: int,
+    prefill: RecordedWorkers,
+    decode: RecordedWorkers,
+    where: str,
+) -> tuple[RecordedWorkers, dict[str, object]]:
+    """The decode role of a row that records its workers, capped at its InferenceX recipe's batch
+    where one matches it (``inferencex.recorded_max_batch``); as recorded otherwise."""
+
+    def shape(r: RecordedWorkers) -> inferencex.WorkerShape:
+        return inferencex.WorkerShape(
+            workers=r.workers, tp=r.tp, attention_dp=r.attn_dp, moe_tp=r.moe_tp, moe_ep=r.moe_ep
+        )
+
+    # The results database writes the image as the source's last, unnamed field.
+    image = _source_field(source, "image") or source.rsplit(";", 1)[-1]
+    found = inferencex.recorded_max_batch(
+        model=cell["model_path"].strip(),
+        precision=cell.get("precision", "").strip().lower(),
+        system=cell["system"].strip(),
+        backend=cell["backend"].strip().lower(),
+        isl=_int(cell["isl"], field="isl", where=f"{where}: isl"),
+        osl=_int(cell["osl"], field="osl", where=f"{where}: osl"),
+        concurrency=concurrency,
+        image=image.strip(),
+        prefill=shape(prefill),
+        decode=shape(decode),
+    )
+    if found is None or decode.pp != 1 or prefill.pp != 1:
+        return decode, {}
+    max_batch, entry = found
+    return replace(decode, max_batch=max_batch), {"workers_from": entry}
 
 
 _UNREAD: dict[str, object] = {

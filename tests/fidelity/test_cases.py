@@ -219,9 +219,11 @@ def test_each_rank_has_a_sequence_slot_for_its_share_of_the_users(silicon):
     assert build_case(row).plan.agg.max_num_seqs == 256  # the engine default when it suffices
     big = build_case(replace(row, concurrency=2048, tp=8, attn_dp=2, moe_tp=1, moe_ep=16, workers=2)).plan.agg
     assert big.max_num_seqs == 512  # 2048 users over 2 workers x 2 attention-DP ranks
-    disagg = build_case(
-        replace(silicon["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"], concurrency=4096)
-    )
+    uncapped = silicon["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"]
+    # Its recipe caps a decode rank at 1 (ctx1_gen4_tep8_batch1); without a cap, the users' share.
+    assert uncapped.decode.max_batch == 1
+    uncapped = replace(uncapped, decode=replace(uncapped.decode, max_batch=None))
+    disagg = build_case(replace(uncapped, concurrency=4096))
     assert (disagg.plan.prefill.max_num_seqs, disagg.plan.decode.max_num_seqs) == (1024, 1024)
 
 

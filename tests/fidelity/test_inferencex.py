@@ -477,3 +477,63 @@ def test_draft_tokens_come_from_the_recipe_name_its_body_or_an_inline_setting():
     assert depth({"decode": {}}, "recipes/h100/8k1k/mtp/h100-fp8-1p1d-max-tp-mtp.yaml") == 2
     assert depth({"decode": {"additional-settings": ["DECODE_MTP_SIZE=1"]}}, "") == 1
     assert depth({"decode": {}}, "recipes/h100/1k8k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml") is None
+
+
+def _results_db_row(row_id, precision, osl, users, decode_workers, decode_batch):
+    """A disaggregated row of InferenceX's results database: DeepSeek-R1's run written as
+    DeepSeek-V3, worker counts recorded, ``decode_batch_size`` the users' share of a decode rank."""
+    cells = dict.fromkeys(HEADER.split(","), "")
+    quant = "nvfp4" if precision == "fp4" else "fp8"
+    cells |= {
+        "id": row_id,
+        "silicon_data_source": f"db-dump/2026-04-27; config_id=1; silicon_concurrency={users}; "
+        f"measured=2026-02-05T00:00:00.000Z; workflow_run_id=1; {IMAGE}",
+        "backend": "trtllm",
+        "model_path": "deepseek-ai/DeepSeek-V3",
+        "system": "gb200",
+        "precision": precision,
+        "mode": "disagg",
+        "isl": "1024",
+        "osl": str(osl),
+        "gemm_quant_mode": quant,
+        "moe_quant_mode": quant,
+        "decode_batch_size": str(decode_batch),
+        "silicon_ttft_ms": "150.0",
+        "silicon_tpot_ms": "9.0",
+    }
+    ep = {"fp8": 8, "fp4": 4}[precision]
+    for role, (workers, tp, dp, moe_ep) in (
+        ("prefill", (1, 1, ep, ep)),
+        ("decode", (decode_workers, 8, 1, 8)),
+    ):
+        cells |= {
+            f"{role}_num_workers": str(workers),
+            f"{role}_tp_size": str(tp),
+            f"{role}_pp_size": "1",
+            f"{role}_attention_dp_size": str(dp),
+            f"{role}_moe_tp_size": "1",
+            f"{role}_moe_ep_size": str(moe_ep),
+        }
+    return ",".join(cells[c] for c in HEADER.split(","))
+
+
+def test_a_results_database_row_gets_its_recipes_decode_cap_not_its_decode_batch_size(tmp_path):
+    # 1k/8k FP8 on 4 TEP8 decode workers at 36 users: the database writes 9 (= 36 / 4 ranks), the
+    # recipe InferenceX launched there (dsr1-fp8-gb200-dynamo-trt) caps each rank at 8: 32 slots.
+    # 1k/1k FP4, 12 users: the MTP entry (batch8) and the one without (batch32) both match it.
+    path = tmp_path / "db.csv"
+    rows = [
+        _results_db_row("capped", "fp8", 8192, 36, 4, 9),
+        _results_db_row("ambiguous", "fp4", 1024, 12, 4, 3),
+        _results_db_row("unmatched", "fp8", 8192, 40, 4, 10),
+    ]
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    read = {r.id: r for r in read_measured(path)}
+    capped = read["capped"]
+    assert capped.problem == "" and capped.decode.workers == 4
+    assert capped.decode.max_batch == 8 and capped.prefill.max_batch is None
+    assert capped.workers_from.endswith("ctx1_gen4_tep8_batch8_eplb0_mtp0_36.yaml")
+    assert build_case(capped).plan.decode.max_num_seqs == 8
+    for uncapped in ("ambiguous", "unmatched"):
+        assert read[uncapped].problem == "" and read[uncapped].decode.max_batch is None
+        assert read[uncapped].workers_from == ""
