@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from aisimulate.errors import ConfigError
 from aisimulate.fidelity import inferencex
@@ -263,6 +264,18 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
     }
 
 
+def _run_fields(cell: dict[str, str], where: str) -> dict[str, Any]:
+    """What InferenceX's entries are matched on, as a silicon row writes it."""
+    return {
+        "model": cell["model_path"].strip(),
+        "precision": cell.get("precision", "").strip().lower(),
+        "system": cell["system"].strip(),
+        "backend": cell["backend"].strip().lower(),
+        "isl": _int(cell["isl"], field="isl", where=f"{where}: isl"),
+        "osl": _int(cell["osl"], field="osl", where=f"{where}: osl"),
+    }
+
+
 def _inferencex_workers(
     cell: dict[str, str],
     source: str,
@@ -279,12 +292,7 @@ def _inferencex_workers(
 
     try:
         found = inferencex.resolve(
-            model=cell["model_path"].strip(),
-            precision=cell.get("precision", "").strip().lower(),
-            system=cell["system"].strip(),
-            backend=cell["backend"].strip().lower(),
-            isl=_int(cell["isl"], field="isl", where=f"{where}: isl"),
-            osl=_int(cell["osl"], field="osl", where=f"{where}: osl"),
+            **_run_fields(cell, where),
             concurrency=concurrency,
             image=_source_field(source, "image"),
             prefill=recorded(prefill),
@@ -327,12 +335,7 @@ def _recorded_max_batch(
     # The results database writes the image as the source's last, unnamed field.
     image = _source_field(source, "image") or source.rsplit(";", 1)[-1]
     found = inferencex.recorded_max_batch(
-        model=cell["model_path"].strip(),
-        precision=cell.get("precision", "").strip().lower(),
-        system=cell["system"].strip(),
-        backend=cell["backend"].strip().lower(),
-        isl=_int(cell["isl"], field="isl", where=f"{where}: isl"),
-        osl=_int(cell["osl"], field="osl", where=f"{where}: osl"),
+        **_run_fields(cell, where),
         concurrency=concurrency,
         image=image.strip(),
         prefill=shape(prefill),
