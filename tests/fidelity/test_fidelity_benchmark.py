@@ -1,12 +1,12 @@
 """The measured-data benchmark script, run in-process on a tiny bundled file."""
 
 import csv
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = Path(__file__).parent / "data" / "measured_small.csv"
@@ -14,13 +14,7 @@ SMALL = Path(__file__).parent / "data" / "measured_small.csv"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "fidelity_measured", ROOT / "benchmarks" / "fidelity_measured.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/fidelity_measured.py")
 
 
 def test_every_input_row_comes_out_ok_or_skipped_with_its_reason(bench, tmp_path, capsys):

@@ -1,4 +1,3 @@
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -16,6 +15,7 @@ from aisimulate.fidelity.inferencex import (
     same_image,
 )
 from aisimulate.replay.workers import resolve_engine
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2"
@@ -330,12 +330,7 @@ def test_read_measured_fills_the_counts_from_the_bundled_table_and_the_case_runs
 
 
 def _extractor():
-    spec = importlib.util.spec_from_file_location(
-        "extract_inferencex_disagg", ROOT / "benchmarks" / "extract_inferencex_disagg.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/extract_inferencex_disagg.py")
 
 
 CONFIG_YAML = """

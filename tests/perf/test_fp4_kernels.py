@@ -3,9 +3,7 @@ NVIDIA's DeepSeek FP4 checkpoints quantise, and TRT-LLM's min-latency NVFP4 expe
 whose database measured only CUTLASS."""
 
 import csv
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from aisimulate.perf.kernels import gemm_roofline
 from aisimulate.perf.model import BatchShape
 from aisimulate.perf.points import load_points, predict
 from aisimulate.perf.shape import ParallelShape
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "data" / "calibration"
@@ -174,13 +173,7 @@ def test_trtllm_nvfp4_experts_take_the_min_latency_kernel_on_b300_and_gb300(syst
 
 @pytest.fixture(scope="module")
 def extract_script():
-    spec = importlib.util.spec_from_file_location(
-        "extract_kernel_points", ROOT / "benchmarks" / "extract_kernel_points.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/extract_kernel_points.py")
 
 
 def test_the_sibling_kernel_joins_only_where_the_min_latency_kernel_is_missing(extract_script):

@@ -2,22 +2,16 @@
 AIConfigurator's database (the `aic` extra, which CI installs): the data can be regenerated."""
 
 import csv
-import importlib.util
-import sys
 from pathlib import Path
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 POINTS = ROOT / "benchmarks" / "data" / "calibration" / "moe_points.csv"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "extract_moe_points", ROOT / "benchmarks" / "extract_moe_points.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/extract_moe_points.py")
 
 
 def test_bundled_mxfp4_points_are_what_the_script_extracts():

@@ -2,16 +2,15 @@
 columns (CSV tables instead of parquet, so neither AIConfigurator nor pandas is needed)."""
 
 import csv
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
 from aisimulate.perf.kernel_tables import table_from
 from aisimulate.perf.points import calibrated_fit, load_database_points, predict
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DB = Path(__file__).resolve().parent / "data" / "aic_db"
@@ -19,13 +18,7 @@ DB = Path(__file__).resolve().parent / "data" / "aic_db"
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location(
-        "extract_kernel_points", ROOT / "benchmarks" / "extract_kernel_points.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/extract_kernel_points.py")
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,12 @@
 """The example tools: a sine-wave trace generator and the forecaster sweep over a trace."""
 
-import importlib.util
 import json
-from pathlib import Path
 
-TOOLS = Path(__file__).parents[2] / "examples" / "aisimulate" / "spica" / "tools"
+from tests.scripts import load_script
 
 
 def load(name):
-    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"examples/aisimulate/spica/tools/{name}.py")
 
 
 def test_sine_trace_follows_the_rate_and_reads_back(tmp_path, capsys):

@@ -1,23 +1,17 @@
 """The flagship replay benchmark builds its cases through the search's own sample path."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "flagship_replay", ROOT / "benchmarks" / "flagship_replay.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/flagship_replay.py")
 
 
 @pytest.fixture(scope="module")
