@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -130,6 +130,29 @@ def recipe_max_batch(recipe: str) -> int | None:
     return int(found[1]) if found else None
 
 
+@dataclass(frozen=True, slots=True)
+class RunKey:
+    """What a measured row is matched to InferenceX's entries on first: model, precision, system,
+    backend and lengths, as both write them."""
+
+    model: str
+    precision: str
+    system: str
+    backend: str
+    isl: int
+    osl: int
+
+    def names(self, e: Entry) -> bool:
+        return (e.model, e.precision, e.system, e.backend, e.isl, e.osl) == (
+            self.model,
+            self.precision,
+            self.system,
+            self.backend,
+            self.isl,
+            self.osl,
+        )
+
+
 class Unresolved(ValueError):
     """Why a row's workers cannot be taken from InferenceX's entries."""
 
@@ -182,13 +205,8 @@ def same_image(a: str, b: str) -> bool:
 
 
 def resolve(
+    run: RunKey,
     *,
-    model: str,
-    precision: str,
-    system: str,
-    backend: str,
-    isl: int,
-    osl: int,
     concurrency: int | None,
     image: str,
     prefill: tuple[int, int, int, int, int],
@@ -201,13 +219,8 @@ def resolve(
     ``Unresolved`` with the reason when no entry, or entries that disagree, match.
     """
     entries = bundled_entries() if entries is None else entries
-    what = f"{model} {precision} on {system} ({backend}) at {isl}/{osl}"
-    same = [
-        e
-        for e in entries
-        if (e.model, e.precision, e.system, e.backend, e.isl, e.osl)
-        == (model, precision, system, backend, isl, osl)
-    ]
+    what = f"{run.model} {run.precision} on {run.system} ({run.backend}) at {run.isl}/{run.osl}"
+    same = [e for e in entries if run.names(e)]
     if not same:
         raise Unresolved(f"no InferenceX disaggregated entry for {what}")
     if not image:
@@ -253,13 +266,8 @@ RESULTS_DB_MODEL = {"deepseek-ai/DeepSeek-V3": "deepseek-ai/DeepSeek-R1"}
 
 
 def recorded_max_batch(
+    run: RunKey,
     *,
-    model: str,
-    precision: str,
-    system: str,
-    backend: str,
-    isl: int,
-    osl: int,
     concurrency: int,
     image: str,
     prefill: WorkerShape,
@@ -273,12 +281,11 @@ def recorded_max_batch(
     Its own ``decode_batch_size`` cannot say: the results database writes the users' share of a
     decode rank there (concurrency / (decode workers x attention DP), on every row), not the cap."""
     entries = bundled_entries() if entries is None else entries
-    model = RESULTS_DB_MODEL.get(model, model)
+    run = replace(run, model=RESULTS_DB_MODEL.get(run.model, run.model))
     found = [
         e
         for e in entries
-        if (e.model, e.precision, e.system, e.backend, e.isl, e.osl)
-        == (model, precision, system, backend, isl, osl)
+        if run.names(e)
         and same_image(e.image, image)
         and e.runs_at(concurrency)
         and (e.prefill.shape(), e.decode.shape()) == (prefill, decode)

@@ -25,7 +25,6 @@ import re
 from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
-from typing import Any
 
 from aisimulate.errors import ConfigError
 from aisimulate.fidelity import inferencex
@@ -264,16 +263,16 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
     }
 
 
-def _run_fields(cell: dict[str, str], where: str) -> dict[str, Any]:
-    """What InferenceX's entries are matched on, as a silicon row writes it."""
-    return {
-        "model": cell["model_path"].strip(),
-        "precision": cell.get("precision", "").strip().lower(),
-        "system": cell["system"].strip(),
-        "backend": cell["backend"].strip().lower(),
-        "isl": _int(cell["isl"], field="isl", where=f"{where}: isl"),
-        "osl": _int(cell["osl"], field="osl", where=f"{where}: osl"),
-    }
+def _run_key(cell: dict[str, str], where: str) -> inferencex.RunKey:
+    """What InferenceX's entries are matched on first, as a silicon row writes it."""
+    return inferencex.RunKey(
+        model=cell["model_path"].strip(),
+        precision=cell.get("precision", "").strip().lower(),
+        system=cell["system"].strip(),
+        backend=cell["backend"].strip().lower(),
+        isl=_int(cell["isl"], field="isl", where=f"{where}: isl"),
+        osl=_int(cell["osl"], field="osl", where=f"{where}: osl"),
+    )
 
 
 def _inferencex_workers(
@@ -292,7 +291,7 @@ def _inferencex_workers(
 
     try:
         found = inferencex.resolve(
-            **_run_fields(cell, where),
+            _run_key(cell, where),
             concurrency=concurrency,
             image=_source_field(source, "image"),
             prefill=recorded(prefill),
@@ -335,7 +334,7 @@ def _recorded_max_batch(
     # The results database writes the image as the source's last, unnamed field.
     image = _source_field(source, "image") or source.rsplit(";", 1)[-1]
     found = inferencex.recorded_max_batch(
-        **_run_fields(cell, where),
+        _run_key(cell, where),
         concurrency=concurrency,
         image=image.strip(),
         prefill=shape(prefill),

@@ -6,6 +6,7 @@ import pytest
 
 from aisimulate.fidelity import build_case, read_measured
 from aisimulate.fidelity.inferencex import (
+    RunKey,
     Unresolved,
     WorkerShape,
     bundled_entries,
@@ -80,7 +81,11 @@ def _resolve(users, decode_tp, /, **overrides):
         "decode": (decode_tp, 1, 1, decode_tp // 4, 4),
         "entries": ENTRIES,
     }
-    return resolve(**(args | overrides))
+    given = args | overrides
+    run = RunKey(
+        **{name: given.pop(name) for name in ("model", "precision", "system", "backend", "isl", "osl")}
+    )
+    return resolve(run, **given)
 
 
 def test_one_matching_entry_gives_its_workers_shapes_and_mtp():
