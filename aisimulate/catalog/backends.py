@@ -112,11 +112,12 @@ class BackendProfile:
     blackwell_expert_kernels: tuple[tuple[str, str], ...] = ()
     # Whether a disaggregated deployment's decode workers hide the fitted per-pass overhead
     # behind the kernels (a pass lasts max(kernels, overhead), as under vLLM's asynchronous
-    # scheduling): TensorRT-LLM's overlap scheduler (on by default; its disaggregated recipes
-    # turn it off on context workers only) prepares step n+1 while the GPU runs step n, and
-    # behind Dynamo the worker streams token ids (the frontend detokenises). The additive
-    # overhead was fitted on trtllm-serve's aggregated rows; the GB200 decode workers of
-    # gpt-oss-120b measure their kernels alone at 1-128 users (docs/fidelity.md, "TRT-LLM
+    # scheduling): TensorRT-LLM's overlap scheduler prepares step n+1 while the GPU runs step n
+    # (on by default; Dynamo's disaggregated TRT-LLM recipes set disable_overlap_scheduler: true
+    # on the prefill worker and false on the decode worker, e.g. recipes/gpt-oss-120b/trtllm/
+    # disagg), and behind Dynamo the worker streams token ids (the frontend detokenises). The
+    # additive overhead was fitted on trtllm-serve's aggregated rows; the GB200 decode workers
+    # of gpt-oss-120b measure their kernels alone at 1-128 users (docs/fidelity.md, "TRT-LLM
     # decode workers overlap their overhead"). Not fitted.
     decode_workers_overlap_overhead: bool = False
     # Launching it: the standalone command before the model, Dynamo's worker module and service
