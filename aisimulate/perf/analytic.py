@@ -331,6 +331,14 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             # only (TRT-LLM's W4A8 MXFP4 experts): a tensor split over the same GPUs reads and
             # computes as much per GPU.
             curve = curves.get(moe_curve_key(dtype, *geometry, 1, moe_tp * moe_ep))
+        if curve is None and dtype not in cal.moe:
+            # A format with no fit of its own (it borrows its math dtype's) not measured at this
+            # expert count either (TRT-LLM's low-latency NVFP4 kernel, which its Kimi-K2.5
+            # recipes run, measured at DeepSeek's 256 experts, not Kimi's 384): the same experts
+            # under the same split at another count. A token's pairs and an expert's bytes are
+            # the same; only how many distinct experts a batch touches differs, so the borrowed
+            # curve is exact at a few tokens and once compute-bound, low in between.
+            curve = _other_expert_count(curves, dtype, geometry, moe_tp, moe_ep)
         if curve is not None:
             tokens, per_layer_ms = curve
             return MeasuredCurve(tokens, per_layer_ms, m.num_moe_layers)
@@ -624,6 +632,24 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             "kernel_tables": self.kernel_tables,
             "layers_per_stage": math.ceil(self.model.num_layers / self.shape.pp),
         }
+
+
+def _other_expert_count(
+    curves: dict[str, Any], dtype: str, geometry: tuple[int, int, int, int], moe_tp: int, moe_ep: int
+) -> Any:
+    """The measured curve of ``geometry``'s experts (hidden, intermediate, top-k) under the split
+    ``moe_tp``/``moe_ep`` at the expert count nearest its own (by ratio, the larger on a tie), or
+    None."""
+    hidden, inter, top_k, num_experts = geometry
+    counts = [
+        n
+        for n in range(top_k, 4 * num_experts + 1)
+        if n != num_experts and moe_curve_key(dtype, hidden, inter, top_k, n, moe_tp, moe_ep) in curves
+    ]
+    if not counts:
+        return None
+    nearest = min(counts, key=lambda n: (abs(math.log(n / num_experts)), -n))
+    return curves[moe_curve_key(dtype, hidden, inter, top_k, nearest, moe_tp, moe_ep)]
 
 
 def _any_tensor_split(curves: dict[str, Any], unsplit_key: str) -> bool:
