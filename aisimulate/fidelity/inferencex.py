@@ -113,6 +113,12 @@ class Entry:
         scale = self.decode.workers if self.users_per_decode_worker else 1
         return any(users == c * scale for c in self.concurrency)
 
+    @property
+    def script_launched(self) -> bool:
+        """Whether a launch script picked by the entry's ``SCRIPT_MODE`` (``<mode>.sh``) fixed its
+        split, whatever the config's fields say (InferenceX's December SGLang GB200 configs)."""
+        return self.recipe.endswith(".sh")
+
     def shapes(self) -> tuple[WorkerShape, WorkerShape]:
         """(prefill, decode) as launched: the config's split, or plain tensor parallelism where the
         entry's launch script fixes that (``TENSOR_PARALLEL_SCRIPTS``)."""
@@ -342,7 +348,7 @@ def launched_split(
     found = {
         e.shapes()
         for e in entries
-        if e.recipe.endswith(".sh")
+        if e.script_launched
         and run.names(e)
         and same_image(e.image, image)
         and e.runs_at(concurrency)
