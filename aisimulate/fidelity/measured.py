@@ -234,6 +234,7 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
             prefill, decode, taken = _inferencex_workers(cell, source, concurrency, prefill, decode, where)
             fields.update(taken)
         elif concurrency:
+            prefill, decode = _launched_split(cell, source, concurrency, prefill, decode, where)
             decode, taken = _recorded_max_batch(cell, source, concurrency, prefill, decode, where)
             fields.update(taken)
         batch = _silicon_int(cell, "decode_batch_size", where, default=None)
@@ -315,6 +316,47 @@ def _inferencex_workers(
     return shapes[0], shapes[1], {"nextn": found.nextn, "workers_from": found.source}
 
 
+def _shape(r: RecordedWorkers) -> inferencex.WorkerShape:
+    return inferencex.WorkerShape(
+        workers=r.workers, tp=r.tp, attention_dp=r.attn_dp, moe_tp=r.moe_tp, moe_ep=r.moe_ep
+    )
+
+
+def _db_image(source: str) -> str:
+    """The container image of a row's source; the results database writes it as the source's
+    last, unnamed field."""
+    return (_source_field(source, "image") or source.rsplit(";", 1)[-1]).strip()
+
+
+def _launched_split(
+    cell: dict[str, str],
+    source: str,
+    concurrency: int,
+    prefill: RecordedWorkers,
+    decode: RecordedWorkers,
+    where: str,
+) -> tuple[RecordedWorkers, RecordedWorkers]:
+    """The roles of a row that records its workers, split as its launch script ran them where
+    InferenceX's config declared another split (``inferencex.launched_split``); as recorded
+    otherwise."""
+    if prefill.pp != 1 or decode.pp != 1:
+        return prefill, decode
+    found = inferencex.launched_split(
+        _run_key(cell, where),
+        concurrency=concurrency,
+        image=_db_image(source),
+        prefill=_shape(prefill),
+        decode=_shape(decode),
+    )
+    if found is None:
+        return prefill, decode
+
+    def split(r: RecordedWorkers, s: inferencex.WorkerShape) -> RecordedWorkers:
+        return replace(r, tp=s.tp, attn_dp=s.attention_dp, moe_tp=s.moe_tp, moe_ep=s.moe_ep)
+
+    return split(prefill, found[0]), split(decode, found[1])
+
+
 def _recorded_max_batch(
     cell: dict[str, str],
     source: str,
@@ -326,19 +368,12 @@ def _recorded_max_batch(
     """The decode role of a row that records its workers, capped at its InferenceX recipe's batch
     where one matches it (``inferencex.recorded_max_batch``); as recorded otherwise."""
 
-    def shape(r: RecordedWorkers) -> inferencex.WorkerShape:
-        return inferencex.WorkerShape(
-            workers=r.workers, tp=r.tp, attention_dp=r.attn_dp, moe_tp=r.moe_tp, moe_ep=r.moe_ep
-        )
-
-    # The results database writes the image as the source's last, unnamed field.
-    image = _source_field(source, "image") or source.rsplit(";", 1)[-1]
     found = inferencex.recorded_max_batch(
         _run_key(cell, where),
         concurrency=concurrency,
-        image=image.strip(),
-        prefill=shape(prefill),
-        decode=shape(decode),
+        image=_db_image(source),
+        prefill=_shape(prefill),
+        decode=_shape(decode),
     )
     if found is None or decode.pp != 1 or prefill.pp != 1:
         return decode, {}
