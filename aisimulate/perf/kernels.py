@@ -678,27 +678,80 @@ class Collective:
         return time_ms
 
 
+@dataclass(frozen=True, slots=True)
+class Network:
+    """The links between NVLink domains (nodes), which a collective over more GPUs than one domain
+    holds crosses: ``gbps`` per GPU and direction (one NIC a GPU), ``latency_ms`` a crossing."""
+
+    domain_gpus: int
+    gbps: float
+    latency_ms: float
+
+    def domains(self, num_gpus: int) -> int:
+        return -(-num_gpus // self.domain_gpus)
+
+
 def all_reduce(
-    *, count: float, num_gpus: int, bytes_per_token: float, link_gbps: float, fit: CollectiveFit
+    *,
+    count: float,
+    num_gpus: int,
+    bytes_per_token: float,
+    link_gbps: float,
+    fit: CollectiveFit,
+    network: Network | None = None,
 ) -> Collective:
-    """Ring all-reduce: each GPU sends and receives 2(n-1)/n of the message."""
+    """Ring all-reduce: each GPU sends and receives 2(n-1)/n of the message.
+
+    Over GPUs of several NVLink domains (``network``) it runs hierarchically, as NCCL's does: a
+    reduce-scatter and an all-gather inside each domain over NVLink (``link_gbps``), and between
+    them an all-reduce of each GPU's 1/g shard over the network, whose tree crosses it twice
+    (reduce, then broadcast) per level."""
     if num_gpus <= 1 or count == 0:
         return Collective(0.0, 0.0)
-    wire = 2 * (num_gpus - 1) / num_gpus * bytes_per_token
+    nodes = network.domains(num_gpus) if network is not None else 1
+    if network is None or nodes == 1:
+        wire = 2 * (num_gpus - 1) / num_gpus * bytes_per_token
+        return Collective(
+            per_token_ms=count * wire / (bytes_per_ms(link_gbps) * fit.bw_eff),
+            fixed_ms=count * fit.latency(num_gpus),
+        )
+    local = num_gpus // nodes
+    inside = 2 * (local - 1) / local * bytes_per_token / bytes_per_ms(link_gbps)
+    across = 2 * (nodes - 1) / nodes * bytes_per_token / local / bytes_per_ms(network.gbps)
+    crossings = 2 * math.ceil(math.log2(nodes))
     return Collective(
-        per_token_ms=count * wire / (bytes_per_ms(link_gbps) * fit.bw_eff),
-        fixed_ms=count * fit.latency(num_gpus),
+        per_token_ms=count * (inside + across) / fit.bw_eff,
+        fixed_ms=count * (fit.latency(num_gpus) + crossings * network.latency_ms),
     )
 
 
 def all_to_all(
-    *, count: float, num_gpus: int, bytes_per_token: float, link_gbps: float, fit: CollectiveFit
+    *,
+    count: float,
+    num_gpus: int,
+    bytes_per_token: float,
+    link_gbps: float,
+    fit: CollectiveFit,
+    network: Network | None = None,
 ) -> Collective:
-    """All-to-all: (n-1)/n of each GPU's share leaves it."""
+    """All-to-all: (n-1)/n of each GPU's share leaves it.
+
+    Over GPUs of several NVLink domains (``network``), the share bound for the other domains'
+    GPUs crosses the network (one crossing) while the rest moves over NVLink at the same time:
+    the slower of the two sets the time."""
     if num_gpus <= 1 or count == 0:
         return Collective(0.0, 0.0)
-    wire = (num_gpus - 1) / num_gpus * bytes_per_token
+    nodes = network.domains(num_gpus) if network is not None else 1
+    if network is None or nodes == 1:
+        wire = (num_gpus - 1) / num_gpus * bytes_per_token
+        return Collective(
+            per_token_ms=count * wire / (bytes_per_ms(link_gbps) * fit.bw_eff),
+            fixed_ms=count * fit.latency(num_gpus),
+        )
+    local = num_gpus // nodes
+    near = (local - 1) / num_gpus * bytes_per_token / bytes_per_ms(link_gbps)
+    remote = (num_gpus - local) / num_gpus * bytes_per_token / bytes_per_ms(network.gbps)
     return Collective(
-        per_token_ms=count * wire / (bytes_per_ms(link_gbps) * fit.bw_eff),
-        fixed_ms=count * fit.latency(num_gpus),
+        per_token_ms=count * max(near, remote) / fit.bw_eff,
+        fixed_ms=count * (fit.latency(num_gpus) + network.latency_ms),
     )
