@@ -122,28 +122,24 @@ def test_collectives_inside_one_nvlink_domain_ignore_the_network():
         assert collective(**args, network=H100_NETWORK) == collective(**args)
 
 
-def test_an_all_reduce_across_nodes_runs_hierarchically_and_crosses_the_network_twice():
-    # 16 GPUs of two 8-GPU nodes: 2*7/8 of the message over NVLink, 2*1/2 of a GPU's 1/8 shard
-    # over its NIC; a reduce and a broadcast across the network (2 x 10 us) beside the fit's latency.
+def test_an_all_reduce_across_nodes_crosses_the_network_twice_a_level():
+    # 16 GPUs of two 8-GPU nodes: every byte of the ring at the network's rate; a reduce and a
+    # broadcast across the network (2 x 10 us) beside the fit's in-node latency.
     ar = all_reduce(count=1, num_gpus=16, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
-    inside_ms = 2 * 7 / 8 * 1e6 / (450e6 * 0.5)
-    across_ms = 1e6 / 8 / (50e6 * 0.5)
-    assert ar.per_token_ms == pytest.approx(inside_ms + across_ms)
+    assert ar.per_token_ms == pytest.approx(2 * 15 / 16 * 1e6 / (50e6 * 0.5))
     assert ar.fixed_ms == pytest.approx(0.006 + 2 * 0.010)
-    # Four nodes: a two-level tree, four crossings.
+    # Four nodes: a two-level tree, four crossings; nine nodes (ceil) four levels, eight.
     four = all_reduce(count=1, num_gpus=32, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
     assert four.fixed_ms == pytest.approx(0.006 + 4 * 0.010)
-    # Cheaper on the wire than a flat ring whose every byte crosses the network, dearer in latency.
-    flat = all_reduce(count=1, num_gpus=16, bytes_per_token=1e6, link_gbps=50, fit=FIT)
-    assert ar.per_token_ms < flat.per_token_ms / 5 and ar.fixed_ms > flat.fixed_ms
+    nine = all_reduce(count=1, num_gpus=72, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
+    assert nine.fixed_ms == pytest.approx(0.006 + 8 * 0.010)
+    assert ar.scalar()(3.0) == pytest.approx(float(ar.time_ms(np.float64(3.0))))
 
 
-def test_an_all_to_all_across_nodes_sends_the_other_nodes_share_over_the_network():
-    a2a = all_to_all(count=1, num_gpus=16, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
-    # Half of a GPU's share is bound for the other node's 8 GPUs: the NIC, not NVLink, sets the time.
-    assert a2a.per_token_ms == pytest.approx(8 / 16 * 1e6 / (50e6 * 0.5))
-    assert a2a.fixed_ms == pytest.approx(0.006 + 0.010)
-    assert a2a.scalar()(3.0) == pytest.approx(float(a2a.time_ms(np.float64(3.0))))
+def test_an_all_to_all_across_nodes_crosses_the_network_once():
+    a2a = all_to_all(count=2, num_gpus=16, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
+    assert a2a.per_token_ms == pytest.approx(2 * 15 / 16 * 1e6 / (50e6 * 0.5))
+    assert a2a.fixed_ms == pytest.approx(2 * (0.006 + 0.010))
 
 
 def test_skewed_routing_loads_the_busiest_expert_parallel_gpu_more():
