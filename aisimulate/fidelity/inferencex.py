@@ -17,7 +17,9 @@ InferenceX's (the role's GPUs), attention DP is always 1, and both roles get the
 to the entries of its model, precision, system, backend, lengths, container image and concurrency
 whose shapes export to what the row records; the entry's own shapes (decode EP and attention DP
 included) and its MTP draft tokens are what ran. No entry, entries that disagree, or MTP whose
-draft-token count the entry does not name leave the row unreplayed, with that reason.
+draft-token count the entry does not name leave the row unreplayed, with that reason. A row
+that records no image is replayed only when every bundled version that has an entry for it gives
+it the same deployment.
 """
 
 from __future__ import annotations
@@ -108,6 +110,18 @@ class Entry:
     commit: str = ""  # the version of InferenceX's config the entry is from
     users_per_decode_worker: bool = False  # the client ran each listed concurrency per decode worker
 
+    def exports_to(self, prefill: tuple[int, ...], decode: tuple[int, ...]) -> bool:
+        """Whether a row recording these (tp, pp, attention DP, moe_tp, moe_ep) per role is this
+        entry as an export writes it: each role's own GPUs (``RoleEntry.exported``), or the
+        deployment's GPUs (every prefill and decode worker's together) as both roles' ``tp`` and
+        ``moe_tp``, the way the 2026-04-06 export writes the runs of December 2025."""
+        ep = self.prefill.ep
+        if (self.prefill.exported(ep), self.decode.exported(ep)) == (prefill, decode):
+            return True
+        gpus = self.prefill.workers * self.prefill.gpus + self.decode.workers * self.decode.gpus
+        whole = (gpus, 1, 1, gpus, 1)
+        return prefill == whole and decode == whole
+
     def runs_at(self, users: int) -> bool:
         """Whether the client ran ``users`` concurrent requests against this entry."""
         scale = self.decode.workers if self.users_per_decode_worker else 1
@@ -183,6 +197,10 @@ class Unresolved(ValueError):
     """Why a row's workers cannot be taken from InferenceX's entries."""
 
 
+class NoEntry(Unresolved):
+    """No entry of the row's config version runs its concurrency on its recorded shapes."""
+
+
 def _role(raw: dict) -> RoleEntry:
     return RoleEntry(
         workers=int(raw["workers"]),
@@ -250,24 +268,16 @@ def resolve(
     if not same:
         raise Unresolved(f"no InferenceX disaggregated entry for {what}")
     if not image:
-        raise Unresolved(
-            "no container image recorded, so which version of InferenceX's config ran is unknown"
-        )
+        return _resolve_any_version(run, same, concurrency=concurrency, prefill=prefill, decode=decode)
     ran = [e for e in same if same_image(e.image, image)]
     if not ran:
         images = ", ".join(sorted({e.image for e in same}))
         raise Unresolved(f"InferenceX's config runs {images}, not the row's {image}")
     if concurrency is None:
         raise Unresolved("concurrency not recorded")
-    found = [
-        e
-        for e in ran
-        if e.runs_at(concurrency)
-        and e.prefill.exported(e.prefill.ep) == prefill
-        and e.decode.exported(e.prefill.ep) == decode
-    ]
+    found = [e for e in ran if e.runs_at(concurrency) and e.exports_to(prefill, decode)]
     if not found:
-        raise Unresolved("no InferenceX entry at the row's concurrency with its per-role shapes")
+        raise NoEntry("no InferenceX entry at the row's concurrency with its per-role shapes")
     if len({e.ran for e in found}) > 1:
         raise Unresolved(
             f"ambiguous: {len(found)} InferenceX entries match ({'; '.join(e.describe() for e in found)})"
@@ -285,6 +295,50 @@ def resolve(
         source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip(),
         decode_max_batch=recipe_max_batch(entry.recipe),
     )
+
+
+def _resolve_any_version(
+    run: RunKey,
+    same: list[Entry],
+    *,
+    concurrency: int | None,
+    prefill: tuple[int, int, int, int, int],
+    decode: tuple[int, int, int, int, int],
+) -> Resolved:
+    """A row that records no container image: which version of the config ran it is unknown.
+    Each bundled version (one per image) is tried; a version with no entry at the row's
+    concurrency on its shapes cannot have run it, and the rest must resolve it to one deployment
+    (workers, shapes, draft tokens, decode cap) for it to be replayed."""
+    unknown = "no container image recorded, so which version of InferenceX's config ran is unknown"
+    images: dict[str, str] = {}
+    for e in same:
+        images.setdefault(e.image.replace("#", "/").strip(), e.image)
+    found: list[Resolved] = []
+    for image in images.values():
+        try:
+            found.append(
+                resolve(
+                    run,
+                    concurrency=concurrency,
+                    image=image,
+                    prefill=prefill,
+                    decode=decode,
+                    entries=tuple(same),
+                )
+            )
+        except NoEntry:
+            continue
+        except Unresolved as err:
+            raise Unresolved(f"{unknown} (the version on {image}: {err})") from None
+    if not found:
+        raise NoEntry(
+            f"{unknown}, and no version has an entry at the row's concurrency with its per-role shapes"
+        )
+    if len({replace(r, source="") for r in found}) > 1:
+        raise Unresolved(
+            f"{unknown} ({len(found)} versions run different deployments at the row's concurrency)"
+        )
+    return replace(found[0], source=" / ".join(r.source for r in found))
 
 
 # InferenceX's results database writes its DeepSeek-R1 configs' runs (ids ``dsr1_...``) as

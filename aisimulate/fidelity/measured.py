@@ -220,12 +220,20 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
         workers = 1
         if concurrency and per_worker and concurrency % per_worker == 0:
             workers = concurrency // per_worker
+        moe_ep = _silicon_int(cell, "moe_ep_size", where) or 1
+        if cell["backend"].strip().lower() == "vllm" and attn_dp > 1 and moe_ep == tp * attn_dp:
+            # InferenceX's single-node vLLM recipes (MiniMax-M2.5 on H100 and B300) launch
+            # `--tensor-parallel-size TP --enable-expert-parallel`, no data parallelism: the export
+            # writes their EP_SIZE as attention DP and TP x EP_SIZE as the expert split (`tp 4,
+            # attention_dp 4, moe_ep 16` for the rows InferenceX names `tp4_ep4`). vLLM's experts
+            # then span the TP ranks.
+            attn_dp, moe_ep = 1, tp
         fields.update(
             tp=tp,
             pp=_silicon_int(cell, "pp_size", where) or 1,
             attn_dp=attn_dp,
             moe_tp=_silicon_int(cell, "moe_tp_size", where) or 1,
-            moe_ep=_silicon_int(cell, "moe_ep_size", where) or 1,
+            moe_ep=moe_ep,
             workers=workers,
         )
     else:

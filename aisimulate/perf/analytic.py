@@ -37,6 +37,7 @@ from aisimulate.perf.kernels import (
     LinearAttention,
     LinearAttentionFit,
     MeasuredCurve,
+    Network,
     Roofline,
     SparseAttentionFit,
     all_reduce,
@@ -356,6 +357,15 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             fit=cal.moe_fit(dtype, math_dtype(dtype, self.system.math_dtypes)),
         )
 
+    @property
+    def _network(self) -> Network:
+        """The network a collective over more GPUs than one NVLink domain crosses."""
+        return Network(
+            domain_gpus=self.system.nvlink_domain,
+            gbps=self.system.inter_node_gbps,
+            latency_ms=self.system.p2p_latency_us / 1000,
+        )
+
     def _link_gbps(self, num_gpus: int) -> float:
         return (
             self.system.nvlink_gbps if num_gpus <= self.system.nvlink_domain else self.system.inter_node_gbps
@@ -370,8 +380,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             count=count,
             num_gpus=num_gpus,
             bytes_per_token=bytes_per_token,
-            link_gbps=self._link_gbps(num_gpus),
+            link_gbps=self.system.nvlink_gbps,
             fit=cal.allreduce,
+            network=self._network,
         )
 
     def _build_comm(self, cal: Calibration) -> Any:
@@ -391,8 +402,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
                 count=2 * m.num_moe_layers,
                 num_gpus=stage,
                 bytes_per_token=token_bytes * m.experts_per_token / stage,
-                link_gbps=self._link_gbps(stage),
+                link_gbps=self.system.nvlink_gbps,
                 fit=cal.alltoall,
+                network=self._network,
             )
             tp_count = m.num_layers if tp > 1 else 0
         elif m.is_moe and stage > 1 and self._dp > 1:
