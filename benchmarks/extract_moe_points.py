@@ -1,4 +1,4 @@
-"""Append MXFP4 MoE kernel measurements from AIConfigurator's database to ``moe_points.csv``.
+"""Append MXFP4 and DeepEP MoE kernel measurements from AIConfigurator's database to the points.
 
 The bundled MoE points cover bf16 and block-scaled fp8 experts only. MXFP4 experts (gpt-oss) run
 weight-only kernels on Hopper (4-bit weights dequantised in registers, bf16 math), which neither
@@ -8,8 +8,21 @@ them. This script copies the gpt-oss expert shapes (hidden = inter = 2880, top-4
 experts) of the kernel each backend runs for MXFP4 into the points file, so
 ``calibrate_perf.py`` fits an ``mxfp4`` MoE entry from kernel data alone.
 
+SGLang's wide expert-parallel workers (``--moe-a2a-backend deepep``) run DeepSeek's experts as
+DeepGEMM grouped GEMMs on DeepEP's dispatched layout, a kernel AIConfigurator measures apart from
+its ``flashinfer_trtllm`` MoE (``wideep_{generation,context}_moe_perf.parquet``, ``deepepmoe``).
+Its collector times the expert computation alone on a prebuilt dispatch output
+(``run_moe_core``), so dispatch and combine are not in these latencies; the analytic model keeps
+pricing them as its all-to-all. ``num_tokens`` there is the whole EP group's tokens (one rank's
+times the EP size), the latency one rank's, as the analytic model prices a layer. The decode
+(low-latency mode) measurements cover up to 128 tokens a rank; above them each split continues
+with the prefill (normal mode) measurements, as SGLang's ``auto`` mode runs extend passes. Those
+rows go to ``moe_curve_points.csv`` (``--deepep-out``) under the kernel names
+``deepepmoe_low_latency`` and ``deepepmoe_normal``.
+
     pip install -e ".[aic]"
     python benchmarks/extract_moe_points.py [--out benchmarks/data/calibration/moe_points.csv]
+        [--deepep-out benchmarks/data/calibration/moe_curve_points.csv]
 
 Rows already present for these kernels are replaced; the other rows stay as they are.
 "Contains performance data from NVIDIA AIConfigurator, Apache-2.0."
@@ -19,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -26,6 +40,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "calibration" / "moe_points.csv"
+DEFAULT_DEEPEP_OUT = HERE / "data" / "calibration" / "moe_curve_points.csv"
 
 # (system, backend, framework version in the database, kernel the backend runs for gpt-oss).
 SOURCES = (
@@ -97,21 +112,83 @@ def extract() -> list[dict[str, object]]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args()
-    with args.out.open(newline="") as fh:
+# SGLang's DeepEP expert measurements (DeepSeek-V3/R1's experts, block-scaled FP8): every system
+# that has them, at the version each measured.
+DEEPEP_SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
+DEEPEP_VERSION = "0.5.10"
+DEEPEP_KERNELS = ("deepepmoe_low_latency", "deepepmoe_normal")
+
+
+def _deepep_table(system: str, phase: str) -> pd.DataFrame:
+    root = resources.files("aiconfigurator_core") / "systems" / "data" / system / "moe" / "sglang"
+    table = pd.read_parquet(str(root / DEEPEP_VERSION / f"wideep_{phase}_moe_perf.parquet"))
+    table = table[table.distribution.isin(DISTRIBUTIONS) & (table.moe_tp_size == 1)]
+    keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_ep_size", "distribution"]
+    return table.groupby([*keys, "num_tokens"], as_index=False)["latency"].median()
+
+
+def extract_deepep() -> list[dict[str, object]]:
+    """Each system's DeepEP expert curves: the low-latency (decode) points, then the normal-mode
+    (prefill) points beyond the largest decode batch of the same split and routing."""
+    rows: list[dict[str, object]] = []
+    for system in DEEPEP_SYSTEMS:
+        decode, prefill = _deepep_table(system, "generation"), _deepep_table(system, "context")
+        reach = decode.groupby(["moe_ep_size", "distribution"]).num_tokens.max().to_dict()
+        beyond = [
+            int(r.num_tokens) > reach.get((r.moe_ep_size, r.distribution), float("inf"))
+            for r in prefill.itertuples(index=False)
+        ]
+        for kernel, table in zip(DEEPEP_KERNELS, (decode, prefill[beyond]), strict=True):
+            for r in table.itertuples(index=False):
+                rows.append(
+                    {
+                        "system": system,
+                        "backend": "sglang",
+                        "kernel_source": kernel,
+                        "moe_dtype": r.moe_dtype,
+                        "num_tokens": int(r.num_tokens),
+                        "hidden": int(r.hidden_size),
+                        "inter": int(r.inter_size),
+                        "topk": int(r.topk),
+                        "num_experts": int(r.num_experts),
+                        "moe_tp": 1,
+                        "moe_ep": int(r.moe_ep_size),
+                        "distribution": r.distribution,
+                        "latency_ms": round(float(r.latency), 6),
+                    }
+                )
+        print(f"{system} sglang deepepmoe: {len(decode)} decode, {sum(beyond)} prefill rows")
+    return rows
+
+
+def _replace_rows(path: Path, stale: Callable[[dict[str, str]], bool], new: list[dict[str, object]]) -> int:
+    """Rewrite ``path`` with its rows that are not ``stale`` followed by ``new`` (in the file's own
+    line endings); the kept count."""
+    with path.open(newline="") as fh:
+        ending = "\r\n" if fh.readline().endswith("\r\n") else "\n"
+        fh.seek(0)
         reader = csv.DictReader(fh)
         fieldnames = list(reader.fieldnames or ())
-        kept = [row for row in reader if row["moe_dtype"] != MOE_DTYPE]
-    new = extract()
-    with args.out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fieldnames)
+        kept = [row for row in reader if not stale(row)]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fieldnames, lineterminator=ending)
         writer.writeheader()
         writer.writerows(kept)
         writer.writerows(new)
-    print(f"{args.out}: {len(kept)} rows kept, {len(new)} {MOE_DTYPE} rows written")
+    return len(kept)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--deepep-out", type=Path, default=DEFAULT_DEEPEP_OUT)
+    args = parser.parse_args()
+    new = extract()
+    kept = _replace_rows(args.out, lambda row: row["moe_dtype"] == MOE_DTYPE, new)
+    print(f"{args.out}: {kept} rows kept, {len(new)} {MOE_DTYPE} rows written")
+    new = extract_deepep()
+    kept = _replace_rows(args.deepep_out, lambda row: row["kernel_source"] in DEEPEP_KERNELS, new)
+    print(f"{args.deepep_out}: {kept} rows kept, {len(new)} DeepEP rows written")
 
 
 if __name__ == "__main__":

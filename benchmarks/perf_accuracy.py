@@ -41,6 +41,7 @@ from aisimulate.perf.points import (
     calibrated_fit,
     load_database_points,
     load_points,
+    moe_a2a,
     point_key,
     predict,
 )
@@ -61,7 +62,9 @@ def moe_left_out(point: Point, kernel_tables: bool) -> float | None:
     system = get_system(point.system)
     cal = calibration_for(system, point.backend)
     key = moe_curve_key(
-        point.dtype, *(_i(point, c) for c in ("hidden", "inter", "topk", "num_experts", "moe_tp", "moe_ep"))
+        point.dtype,
+        *(_i(point, c) for c in ("hidden", "inter", "topk", "num_experts", "moe_tp", "moe_ep")),
+        moe_a2a(point.row),
     )
     curves = {**cal.moe_curves, **cal.catalog_moe_curves} if kernel_tables else cal.moe_curves
     if key not in curves:

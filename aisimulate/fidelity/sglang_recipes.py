@@ -10,7 +10,10 @@ activation dtype), so twice the tokens in the same memory. Their tensor-parallel
 workers also raise ``--mem-fraction-static`` to 0.95, where SGLang's own default
 (``perf.memory.sglang_default_memory_fraction``) would leave a TP4 FP8 DeepSeek worker room for
 fewer sequences than the rows ran (16-32 of 2k tokens a worker). Their attention-DP workers
-set 0.75-0.82, below what the default already gives them; they keep the default.
+set 0.75-0.82, below what the default already gives them; they keep the default. Their
+attention-DP workers with experts over every GPU exchange tokens with DeepEP
+(``--moe-a2a-backend deepep``; the decode workers ``--deepep-mode low_latency``, the prefill ones
+its normal mode).
 """
 
 from __future__ import annotations
@@ -41,3 +44,10 @@ def sglang_recipe_engine(row: MeasuredRow, shape: RecordedWorkers) -> dict[str, 
     if shape.attn_dp == 1:
         fields["gpu_memory_utilization"] = TENSOR_PARALLEL_MEMORY_FRACTION
     return fields
+
+
+def sglang_recipe_moe_a2a_backend(row: MeasuredRow, shape: RecordedWorkers) -> str:
+    """The expert-parallel all-to-all a role of such a row ran: DeepEP for its attention-DP
+    workers with expert parallelism, SGLang's default ("none") for any other worker or row."""
+    wide = shape.attn_dp > 1 and shape.moe_ep > 1
+    return "deepep" if wide and sglang_recipe_engine(row, shape) else "none"

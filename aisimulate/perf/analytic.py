@@ -88,6 +88,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         async_scheduling: bool = False,
         cuda_graph_sizes: tuple[int, ...] = (),
         kernel_tables: bool | None = None,
+        moe_a2a_backend: str = "none",
     ) -> None:
         check_backend(backend)
         check_shape(model, shape)
@@ -99,6 +100,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         # Measured kernel tables: GEMM tables for the linear layers, the catalog's MoE curves for
         # the experts (None: ``KERNEL_TABLES_BY_DEFAULT``).
         self.kernel_tables = KERNEL_TABLES_BY_DEFAULT if kernel_tables is None else kernel_tables
+        # The expert-parallel all-to-all the engine runs (SGLang's --moe-a2a-backend): DeepEP's
+        # experts run their own kernels, priced by their own measured curves where there are some.
+        self.moe_a2a_backend = moe_a2a_backend
         self._linear, self._lm_head = self._build_gemms(cal)
         self._context, self._generation = self._build_attention(cal)
         self._linear_attention = self._build_linear_attention()
@@ -325,6 +329,11 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         curves = {**cal.moe_curves, **cal.catalog_moe_curves} if self.kernel_tables else cal.moe_curves
         geometry = (m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts)
         curve = curves.get(moe_curve_key(dtype, *geometry, moe_tp, moe_ep))
+        if self.moe_a2a_backend != "none" and moe_ep > 1:
+            # The all-to-all path's own expert kernels (SGLang's DeepEP: DeepGEMM grouped GEMMs on
+            # the dispatched tokens, dispatch and combine not included: ``_build_comm`` prices
+            # them); a split they were not measured at keeps the default kernel's price.
+            curve = curves.get(moe_curve_key(dtype, *geometry, moe_tp, moe_ep, self.moe_a2a_backend), curve)
         fit_key = moe_fit_key(dtype, math_dtype(dtype, self.system.math_dtypes))
         unsplit = moe_curve_key(dtype, *geometry, 1, 1)
         if curve is None and moe_tp > 1 and fit_key not in cal.moe and not _any_tensor_split(curves, unsplit):
@@ -642,6 +651,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             "async_scheduling": self.async_scheduling,
             "cuda_graph_max_batch_size": self.cuda_graph_sizes[-1] if self.cuda_graph_sizes else 0,
             "kernel_tables": self.kernel_tables,
+            "moe_a2a_backend": self.moe_a2a_backend,
             "layers_per_stage": math.ceil(self.model.num_layers / self.shape.pp),
         }
 

@@ -51,10 +51,20 @@ def moe_fit_key(weight_dtype: str, math_dtype: str) -> str:
 
 
 def moe_curve_key(
-    weight_dtype: str, hidden: int, inter: int, top_k: int, num_experts: int, moe_tp: int, moe_ep: int
+    weight_dtype: str,
+    hidden: int,
+    inter: int,
+    top_k: int,
+    num_experts: int,
+    moe_tp: int,
+    moe_ep: int,
+    a2a: str = "none",
 ) -> str:
-    """Names one measured MoE kernel shape: experts' weight format, geometry and split."""
-    return f"{weight_dtype}/h{hidden}/i{inter}/top{top_k}of{num_experts}/tp{moe_tp}ep{moe_ep}"
+    """Names one measured MoE kernel shape: experts' weight format, geometry and split, and the
+    all-to-all path whose own expert kernels were measured (SGLang's ``deepep``; ``none``: the
+    backend's default MoE kernel)."""
+    key = f"{weight_dtype}/h{hidden}/i{inter}/top{top_k}of{num_experts}/tp{moe_tp}ep{moe_ep}"
+    return key if a2a == "none" else f"{key}/{a2a}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

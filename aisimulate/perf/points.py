@@ -290,6 +290,12 @@ FIT_TYPES: dict[str, type] = {
 MIN_CURVE_POINTS = 8
 
 
+def moe_a2a(row: dict[str, str]) -> str:
+    """The all-to-all path a measured MoE row's kernel runs under: ``deepep`` for SGLang's DeepEP
+    expert kernels (``benchmarks/extract_moe_points.py``), ``none`` for every other kernel."""
+    return "deepep" if row.get("kernel_source", "").startswith("deepepmoe") else "none"
+
+
 def moe_curves(points: list[Point]) -> dict[tuple[str, str], dict[str, dict[str, list[float]]]]:
     """The measured MoE shapes the analytic model interpolates, per (system, backend): one layer's
     latency by token count for each ``moe_curve_key``."""
@@ -306,6 +312,7 @@ def moe_curves(points: list[Point]) -> dict[tuple[str, str], dict[str, dict[str,
             _i(r, "num_experts"),
             _i(r, "moe_tp"),
             _i(r, "moe_ep"),
+            moe_a2a(r),
         )
         grouped.setdefault((p.system, p.backend, key), {})[float(_i(r, "num_tokens"))] = p.measured_ms
     out: dict[tuple[str, str], dict[str, dict[str, list[float]]]] = {}

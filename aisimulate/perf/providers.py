@@ -45,6 +45,7 @@ def get_perf_model(
     cuda_graph_sizes: tuple[int, ...] = (),
     table_path: str | Path | None = None,
     kernel_tables: bool | None = None,
+    moe_a2a_backend: str = "none",
 ) -> PerfModel:
     """Build the provider ``name`` for one worker shape.
 
@@ -52,7 +53,9 @@ def get_perf_model(
     overhead to its kernels (AIConfigurator prices kernels alone; measured tables include it).
     So do ``cuda_graph_sizes`` (the batch sizes captured as CUDA graphs, empty: none padded):
     the other providers price a batch as they measured or tabulated it. ``kernel_tables``: the
-    analytic model's measured GEMM tables and catalog MoE curves (None: its default)."""
+    analytic model's measured GEMM tables and catalog MoE curves (None: its default).
+    ``moe_a2a_backend``: the engine's expert-parallel all-to-all (SGLang's ``deepep`` prices the
+    analytic model's experts by DeepEP's own measured kernels)."""
     if name in ("aic", "auto"):
         # Imported here: the module is the only one that touches the optional extra.
         from aisimulate.perf.aic import AicPerfModel
@@ -75,6 +78,7 @@ def get_perf_model(
             async_scheduling=async_scheduling,
             cuda_graph_sizes=cuda_graph_sizes,
             kernel_tables=kernel_tables,
+            moe_a2a_backend=moe_a2a_backend,
         )
     if name == "polynomial":
         return PolynomialPerfModel()

@@ -55,6 +55,11 @@ class SglangOptions(_Frozen):
     # --scheduler-recv-interval: a scheduler that is decoding takes new requests in only every
     # this many decode passes (after an extend pass or when idle, at once); 1 is SGLang's default.
     scheduler_recv_interval: int = Field(default=1, ge=1)
+    # --moe-a2a-backend: how expert-parallel ranks exchange tokens. "deepep" (with DeepEP's
+    # auto mode: low-latency for decode, normal for extend) runs the experts as DeepGEMM grouped
+    # GEMMs, priced by AIConfigurator's measurements of that kernel (FP8 DeepSeek experts at the
+    # EP sizes measured); "none" (SGLang's default) the backend's default MoE kernel.
+    moe_a2a_backend: Literal["none", "deepep"] = "none"
 
 
 class EngineSpec(_Frozen):

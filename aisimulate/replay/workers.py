@@ -114,6 +114,7 @@ def resolve_engine(
         async_scheduling=overlapped,
         cuda_graph_sizes=plan.cuda_graph_sizes(spec),
         table_path=perf_table,
+        moe_a2a_backend=spec.sglang.moe_a2a_backend if plan.backend == "sglang" else "none",
     )
     blocks = spec.num_gpu_blocks
     if blocks is None:

@@ -134,6 +134,10 @@ def test_december_sglang_rows_replay_as_their_launch_scripts_ran_with_the_recipe
     assert {low_plan.decode.kv_cache_dtype, wide_plan.prefill.kv_cache_dtype} == {KV_CACHE_DTYPE}
     assert low_plan.decode.gpu_memory_utilization == TENSOR_PARALLEL_MEMORY_FRACTION
     assert wide_plan.decode.gpu_memory_utilization is None
+    # The wide (attention DP over expert-parallel) workers exchange tokens with DeepEP; the
+    # tensor-parallel ones run SGLang's default MoE.
+    assert {wide_plan.prefill.sglang.moe_a2a_backend, wide_plan.decode.sglang.moe_a2a_backend} == {"deepep"}
+    assert {low_plan.prefill.sglang.moe_a2a_backend, low_plan.decode.sglang.moe_a2a_backend} == {"none"}
 
 
 def test_other_rows_keep_the_engine_defaults(tmp_path):
@@ -144,6 +148,7 @@ def test_other_rows_keep_the_engine_defaults(tmp_path):
     (row,) = read_measured(path)
     plan = build_case(row).plan
     assert (plan.decode.kv_cache_dtype, plan.decode.gpu_memory_utilization) == ("auto", None)
+    assert plan.decode.sglang.moe_a2a_backend == "none"
 
 
 def test_the_extraction_names_an_entrys_launch_script_by_its_script_mode():
