@@ -98,11 +98,17 @@ def _mtp_depth(entry: dict, recipe: str) -> int | None:
 
 
 def _recipe(entry: dict) -> str:
-    """The recipe file the entry launches, as its ``CONFIG_FILE`` names it ("" when none)."""
+    """The recipe file the entry launches, as its ``CONFIG_FILE`` names it, or the launch script
+    its ``SCRIPT_MODE`` picks (InferenceX's December SGLang GB200 configs: Dynamo's
+    ``slurm_jobs/scripts/gb200-fp{4,8}/disagg/<SCRIPT_MODE>.sh``); "" when none."""
     for role in ("prefill", "decode"):
         for setting in entry[role].get("additional-settings") or []:
             if str(setting).startswith("CONFIG_FILE="):
                 return str(setting).split("=", 1)[1].strip()
+    for role in ("prefill", "decode"):
+        for setting in entry[role].get("additional-settings") or []:
+            if str(setting).startswith("SCRIPT_MODE="):
+                return str(setting).split("=", 1)[1].strip() + ".sh"
     return ""
 
 

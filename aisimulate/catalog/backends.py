@@ -110,6 +110,16 @@ class BackendProfile:
     # TensorRT-LLM's "Deploying GPT-OSS on TensorRT-LLM" guide, "Using the MXFP4 checkpoints").
     # AIConfigurator's database measures both; at decode sizes the W4A8 kernel is 2-4x faster.
     blackwell_expert_kernels: tuple[tuple[str, str], ...] = ()
+    # Whether a disaggregated deployment's decode workers hide the fitted per-pass overhead
+    # behind the kernels (a pass lasts max(kernels, overhead), as under vLLM's asynchronous
+    # scheduling): TensorRT-LLM's overlap scheduler prepares step n+1 while the GPU runs step n
+    # (on by default; Dynamo's disaggregated TRT-LLM recipes set disable_overlap_scheduler: true
+    # on the prefill worker and false on the decode worker, e.g. recipes/gpt-oss-120b/trtllm/
+    # disagg), and behind Dynamo the worker streams token ids (the frontend detokenises). The
+    # additive overhead was fitted on trtllm-serve's aggregated rows; the GB200 decode workers
+    # of gpt-oss-120b measure their kernels alone at 1-128 users (docs/fidelity.md, "TRT-LLM
+    # decode workers overlap their overhead"). Not fitted.
+    decode_workers_overlap_overhead: bool = False
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -201,6 +211,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         eager_layer_ms=1.5,
         balances_attention_dp=True,
         blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),
+        decode_workers_overlap_overhead=True,
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",

@@ -19,6 +19,7 @@ from aisimulate.catalog.backends import BACKENDS
 from aisimulate.errors import UnknownNameError
 from aisimulate.fidelity.client import client_of, sglang_recv_interval, vllm_max_num_batched_tokens
 from aisimulate.fidelity.measured import MeasuredRow, RecordedWorkers
+from aisimulate.fidelity.sglang_recipes import sglang_recipe_engine
 from aisimulate.perf.calibration import e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, SglangOptions
 from aisimulate.workload import LengthDistribution, SyntheticWorkload
@@ -233,6 +234,7 @@ def build_case(
             replicas=shape.workers,
             max_num_seqs=_max_num_seqs(row, shape),
             **limits,
+            **sglang_recipe_engine(row, shape),
         )
     plan = DeploymentPlan(
         mode="disagg" if row.mode == "disagg" else "agg",

@@ -17,7 +17,9 @@ InferenceX's (the role's GPUs), attention DP is always 1, and both roles get the
 to the entries of its model, precision, system, backend, lengths, container image and concurrency
 whose shapes export to what the row records; the entry's own shapes (decode EP and attention DP
 included) and its MTP draft tokens are what ran. No entry, entries that disagree, or MTP whose
-draft-token count the entry does not name leave the row unreplayed, with that reason.
+draft-token count the entry does not name leave the row unreplayed, with that reason. A row
+that records no image is replayed only when every bundled version that has an entry for it gives
+it the same deployment.
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ TABLE = Path(__file__).parent / "data" / "inferencex_disagg.json"
 # TensorRT-LLM recipe names (NVIDIA/srt-slurm, e.g. ``ctx1_gen4_tep8_batch16_eplb0_mtp0.yaml``)
 # carry the decode workers' ``max_batch_size`` (per attention-DP rank) as ``batch<N>``.
 RECIPE_BATCH = re.compile(r"_batch(\d+)(?:_|\.|$)")
+# Launch scripts that fix a worker's split whatever the config's ``tp``/``ep``/``dp-attn`` say.
+# InferenceX's December SGLang GB200 configs pick Dynamo's
+# ``examples/backends/sglang/slurm_jobs/scripts/gb200-fp{4,8}/disagg/<SCRIPT_MODE>.sh`` (their
+# comment: "tp, ep, and dp-attn do nothing because they are hardcoded"); the low-latency ones
+# launch both roles as plain tensor parallelism over the worker's GPUs
+# (``--tensor-parallel-size <GPUs> --data-parallel-size 1 --expert-parallel-size 1``), the
+# others attention DP with the experts over every GPU (``--tp-size``, ``--dp-size`` and
+# ``--ep-size`` the GPUs, ``--enable-dp-attention``), as the config's ``dp-attn`` reads.
+TENSOR_PARALLEL_SCRIPTS = frozenset({"1k1k-low-latency.sh", "8k1k-low-latency.sh"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +65,10 @@ class RoleEntry:
         """(tp, pp, attention DP, moe_tp, moe_ep) as the dated exports write this role: the
         prefill ``ep`` as far as the role's ``tp`` holds it."""
         return (self.tp, 1, 1, max(self.tp // prefill_ep, 1), min(prefill_ep, self.tp))
+
+    def tensor_parallel(self) -> WorkerShape:
+        """The role as a plain tensor-parallel worker over its GPUs, experts split the same way."""
+        return WorkerShape(workers=self.workers, tp=self.gpus, attention_dp=1, moe_tp=self.gpus, moe_ep=1)
 
     def shape(self) -> WorkerShape:
         """The role in our terms: a worker of ``tp x attention_dp`` GPUs, experts over all of them."""
@@ -95,10 +110,35 @@ class Entry:
     commit: str = ""  # the version of InferenceX's config the entry is from
     users_per_decode_worker: bool = False  # the client ran each listed concurrency per decode worker
 
+    def exports_to(self, prefill: tuple[int, ...], decode: tuple[int, ...]) -> bool:
+        """Whether a row recording these (tp, pp, attention DP, moe_tp, moe_ep) per role is this
+        entry as an export writes it: each role's own GPUs (``RoleEntry.exported``), or the
+        deployment's GPUs (every prefill and decode worker's together) as both roles' ``tp`` and
+        ``moe_tp``, the way the 2026-04-06 export writes the runs of December 2025."""
+        ep = self.prefill.ep
+        if (self.prefill.exported(ep), self.decode.exported(ep)) == (prefill, decode):
+            return True
+        gpus = self.prefill.workers * self.prefill.gpus + self.decode.workers * self.decode.gpus
+        whole = (gpus, 1, 1, gpus, 1)
+        return prefill == whole and decode == whole
+
     def runs_at(self, users: int) -> bool:
         """Whether the client ran ``users`` concurrent requests against this entry."""
         scale = self.decode.workers if self.users_per_decode_worker else 1
         return any(users == c * scale for c in self.concurrency)
+
+    @property
+    def script_launched(self) -> bool:
+        """Whether a launch script picked by the entry's ``SCRIPT_MODE`` (``<mode>.sh``) fixed its
+        split, whatever the config's fields say (InferenceX's December SGLang GB200 configs)."""
+        return self.recipe.endswith(".sh")
+
+    def shapes(self) -> tuple[WorkerShape, WorkerShape]:
+        """(prefill, decode) as launched: the config's split, or plain tensor parallelism where the
+        entry's launch script fixes that (``TENSOR_PARALLEL_SCRIPTS``)."""
+        if self.recipe in TENSOR_PARALLEL_SCRIPTS:
+            return self.prefill.tensor_parallel(), self.decode.tensor_parallel()
+        return self.prefill.shape(), self.decode.shape()
 
     @property
     def ran(self) -> tuple[RoleEntry, RoleEntry, str, int | None]:
@@ -155,6 +195,10 @@ class RunKey:
 
 class Unresolved(ValueError):
     """Why a row's workers cannot be taken from InferenceX's entries."""
+
+
+class NoEntry(Unresolved):
+    """No entry of the row's config version runs its concurrency on its recorded shapes."""
 
 
 def _role(raw: dict) -> RoleEntry:
@@ -224,24 +268,16 @@ def resolve(
     if not same:
         raise Unresolved(f"no InferenceX disaggregated entry for {what}")
     if not image:
-        raise Unresolved(
-            "no container image recorded, so which version of InferenceX's config ran is unknown"
-        )
+        return _resolve_any_version(run, same, concurrency=concurrency, prefill=prefill, decode=decode)
     ran = [e for e in same if same_image(e.image, image)]
     if not ran:
         images = ", ".join(sorted({e.image for e in same}))
         raise Unresolved(f"InferenceX's config runs {images}, not the row's {image}")
     if concurrency is None:
         raise Unresolved("concurrency not recorded")
-    found = [
-        e
-        for e in ran
-        if e.runs_at(concurrency)
-        and e.prefill.exported(e.prefill.ep) == prefill
-        and e.decode.exported(e.prefill.ep) == decode
-    ]
+    found = [e for e in ran if e.runs_at(concurrency) and e.exports_to(prefill, decode)]
     if not found:
-        raise Unresolved("no InferenceX entry at the row's concurrency with its per-role shapes")
+        raise NoEntry("no InferenceX entry at the row's concurrency with its per-role shapes")
     if len({e.ran for e in found}) > 1:
         raise Unresolved(
             f"ambiguous: {len(found)} InferenceX entries match ({'; '.join(e.describe() for e in found)})"
@@ -251,13 +287,58 @@ def resolve(
         raise Unresolved(
             f"MTP with a number of draft tokens InferenceX's entry does not name ({entry.describe()})"
         )
+    prefill_shape, decode_shape = entry.shapes()
     return Resolved(
-        prefill=entry.prefill.shape(),
-        decode=entry.decode.shape(),
+        prefill=prefill_shape,
+        decode=decode_shape,
         nextn=entry.mtp_draft_tokens or 0,
         source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip(),
         decode_max_batch=recipe_max_batch(entry.recipe),
     )
+
+
+def _resolve_any_version(
+    run: RunKey,
+    same: list[Entry],
+    *,
+    concurrency: int | None,
+    prefill: tuple[int, int, int, int, int],
+    decode: tuple[int, int, int, int, int],
+) -> Resolved:
+    """A row that records no container image: which version of the config ran it is unknown.
+    Each bundled version (one per image) is tried; a version with no entry at the row's
+    concurrency on its shapes cannot have run it, and the rest must resolve it to one deployment
+    (workers, shapes, draft tokens, decode cap) for it to be replayed."""
+    unknown = "no container image recorded, so which version of InferenceX's config ran is unknown"
+    images: dict[str, str] = {}
+    for e in same:
+        images.setdefault(e.image.replace("#", "/").strip(), e.image)
+    found: list[Resolved] = []
+    for image in images.values():
+        try:
+            found.append(
+                resolve(
+                    run,
+                    concurrency=concurrency,
+                    image=image,
+                    prefill=prefill,
+                    decode=decode,
+                    entries=tuple(same),
+                )
+            )
+        except NoEntry:
+            continue
+        except Unresolved as err:
+            raise Unresolved(f"{unknown} (the version on {image}: {err})") from None
+    if not found:
+        raise NoEntry(
+            f"{unknown}, and no version has an entry at the row's concurrency with its per-role shapes"
+        )
+    if len({replace(r, source="") for r in found}) > 1:
+        raise Unresolved(
+            f"{unknown} ({len(found)} versions run different deployments at the row's concurrency)"
+        )
+    return replace(found[0], source=" / ".join(r.source for r in found))
 
 
 # InferenceX's results database writes its DeepSeek-R1 configs' runs (ids ``dsr1_...``) as
@@ -288,10 +369,43 @@ def recorded_max_batch(
         if run.names(e)
         and same_image(e.image, image)
         and e.runs_at(concurrency)
-        and (e.prefill.shape(), e.decode.shape()) == (prefill, decode)
+        and e.shapes() == (prefill, decode)
     ]
     batches = {recipe_max_batch(e.recipe) for e in found}
     if len(batches) != 1 or None in batches:
         return None
     entry = found[0]
     return batches.pop(), f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip()
+
+
+def launched_split(
+    run: RunKey,
+    *,
+    concurrency: int,
+    image: str,
+    prefill: WorkerShape,
+    decode: WorkerShape,
+    entries: tuple[Entry, ...] | None = None,
+) -> tuple[WorkerShape, WorkerShape] | None:
+    """The roles of a row that records its workers, as its launch script ran them, where the
+    config's split was not what ran (``TENSOR_PARALLEL_SCRIPTS`` and their December SGLang GB200
+    configs): the results database writes those rows' splits from the config's placeholder
+    fields (``tp 1``, attention DP and a tensor-split MoE over the worker's GPUs). Matched on the
+    row's model, precision, system, backend, lengths, image and concurrency, and each role's
+    workers and GPUs; None when no such entry matches or the matches disagree."""
+    entries = bundled_entries() if entries is None else entries
+    run = replace(run, model=RESULTS_DB_MODEL.get(run.model, run.model))
+
+    def size(shape: WorkerShape) -> tuple[int, int]:
+        return shape.workers, shape.tp * shape.attention_dp
+
+    found = {
+        e.shapes()
+        for e in entries
+        if e.script_launched
+        and run.names(e)
+        and same_image(e.image, image)
+        and e.runs_at(concurrency)
+        and (size(e.prefill.shape()), size(e.decode.shape())) == (size(prefill), size(decode))
+    }
+    return found.pop() if len(found) == 1 else None

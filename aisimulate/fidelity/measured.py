@@ -220,12 +220,20 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
         workers = 1
         if concurrency and per_worker and concurrency % per_worker == 0:
             workers = concurrency // per_worker
+        moe_ep = _silicon_int(cell, "moe_ep_size", where) or 1
+        if cell["backend"].strip().lower() == "vllm" and attn_dp > 1 and moe_ep == tp * attn_dp:
+            # InferenceX's single-node vLLM recipes (MiniMax-M2.5 on H100 and B300) launch
+            # `--tensor-parallel-size TP --enable-expert-parallel`, no data parallelism: the export
+            # writes their EP_SIZE as attention DP and TP x EP_SIZE as the expert split (`tp 4,
+            # attention_dp 4, moe_ep 16` for the rows InferenceX names `tp4_ep4`). vLLM's experts
+            # then span the TP ranks.
+            attn_dp, moe_ep = 1, tp
         fields.update(
             tp=tp,
             pp=_silicon_int(cell, "pp_size", where) or 1,
             attn_dp=attn_dp,
             moe_tp=_silicon_int(cell, "moe_tp_size", where) or 1,
-            moe_ep=_silicon_int(cell, "moe_ep_size", where) or 1,
+            moe_ep=moe_ep,
             workers=workers,
         )
     else:
@@ -234,6 +242,7 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
             prefill, decode, taken = _inferencex_workers(cell, source, concurrency, prefill, decode, where)
             fields.update(taken)
         elif concurrency:
+            prefill, decode = _launched_split(cell, source, concurrency, prefill, decode, where)
             decode, taken = _recorded_max_batch(cell, source, concurrency, prefill, decode, where)
             fields.update(taken)
         batch = _silicon_int(cell, "decode_batch_size", where, default=None)
@@ -315,6 +324,47 @@ def _inferencex_workers(
     return shapes[0], shapes[1], {"nextn": found.nextn, "workers_from": found.source}
 
 
+def _shape(r: RecordedWorkers) -> inferencex.WorkerShape:
+    return inferencex.WorkerShape(
+        workers=r.workers, tp=r.tp, attention_dp=r.attn_dp, moe_tp=r.moe_tp, moe_ep=r.moe_ep
+    )
+
+
+def _db_image(source: str) -> str:
+    """The container image of a row's source; the results database writes it as the source's
+    last, unnamed field."""
+    return (_source_field(source, "image") or source.rsplit(";", 1)[-1]).strip()
+
+
+def _launched_split(
+    cell: dict[str, str],
+    source: str,
+    concurrency: int,
+    prefill: RecordedWorkers,
+    decode: RecordedWorkers,
+    where: str,
+) -> tuple[RecordedWorkers, RecordedWorkers]:
+    """The roles of a row that records its workers, split as its launch script ran them where
+    InferenceX's config declared another split (``inferencex.launched_split``); as recorded
+    otherwise."""
+    if prefill.pp != 1 or decode.pp != 1:
+        return prefill, decode
+    found = inferencex.launched_split(
+        _run_key(cell, where),
+        concurrency=concurrency,
+        image=_db_image(source),
+        prefill=_shape(prefill),
+        decode=_shape(decode),
+    )
+    if found is None:
+        return prefill, decode
+
+    def split(r: RecordedWorkers, s: inferencex.WorkerShape) -> RecordedWorkers:
+        return replace(r, tp=s.tp, attn_dp=s.attention_dp, moe_tp=s.moe_tp, moe_ep=s.moe_ep)
+
+    return split(prefill, found[0]), split(decode, found[1])
+
+
 def _recorded_max_batch(
     cell: dict[str, str],
     source: str,
@@ -326,19 +376,12 @@ def _recorded_max_batch(
     """The decode role of a row that records its workers, capped at its InferenceX recipe's batch
     where one matches it (``inferencex.recorded_max_batch``); as recorded otherwise."""
 
-    def shape(r: RecordedWorkers) -> inferencex.WorkerShape:
-        return inferencex.WorkerShape(
-            workers=r.workers, tp=r.tp, attention_dp=r.attn_dp, moe_tp=r.moe_tp, moe_ep=r.moe_ep
-        )
-
-    # The results database writes the image as the source's last, unnamed field.
-    image = _source_field(source, "image") or source.rsplit(";", 1)[-1]
     found = inferencex.recorded_max_batch(
         _run_key(cell, where),
         concurrency=concurrency,
-        image=image.strip(),
-        prefill=shape(prefill),
-        decode=shape(decode),
+        image=_db_image(source),
+        prefill=_shape(prefill),
+        decode=_shape(decode),
     )
     if found is None or decode.pp != 1 or prefill.pp != 1:
         return decode, {}

@@ -37,6 +37,7 @@ from aisimulate.perf.kernels import (
     LinearAttention,
     LinearAttentionFit,
     MeasuredCurve,
+    Network,
     Roofline,
     SparseAttentionFit,
     all_reduce,
@@ -331,6 +332,14 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             # only (TRT-LLM's W4A8 MXFP4 experts): a tensor split over the same GPUs reads and
             # computes as much per GPU.
             curve = curves.get(moe_curve_key(dtype, *geometry, 1, moe_tp * moe_ep))
+        if curve is None and dtype not in cal.moe:
+            # A format with no fit of its own (it borrows its math dtype's) not measured at this
+            # expert count either (TRT-LLM's low-latency NVFP4 kernel, which its Kimi-K2.5
+            # recipes run, measured at DeepSeek's 256 experts, not Kimi's 384): the same experts
+            # under the same split at another count. A token's pairs and an expert's bytes are
+            # the same; only how many distinct experts a batch touches differs, so the borrowed
+            # curve is exact at a few tokens and once compute-bound, low in between.
+            curve = _other_expert_count(curves, dtype, geometry, moe_tp, moe_ep)
         if curve is not None:
             tokens, per_layer_ms = curve
             return MeasuredCurve(tokens, per_layer_ms, m.num_moe_layers)
@@ -348,6 +357,15 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             fit=cal.moe_fit(dtype, math_dtype(dtype, self.system.math_dtypes)),
         )
 
+    @property
+    def _network(self) -> Network:
+        """The network a collective over more GPUs than one NVLink domain crosses."""
+        return Network(
+            domain_gpus=self.system.nvlink_domain,
+            gbps=self.system.inter_node_gbps,
+            latency_ms=self.system.p2p_latency_us / 1000,
+        )
+
     def _link_gbps(self, num_gpus: int) -> float:
         return (
             self.system.nvlink_gbps if num_gpus <= self.system.nvlink_domain else self.system.inter_node_gbps
@@ -362,8 +380,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             count=count,
             num_gpus=num_gpus,
             bytes_per_token=bytes_per_token,
-            link_gbps=self._link_gbps(num_gpus),
+            link_gbps=self.system.nvlink_gbps,
             fit=cal.allreduce,
+            network=self._network,
         )
 
     def _build_comm(self, cal: Calibration) -> Any:
@@ -383,8 +402,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
                 count=2 * m.num_moe_layers,
                 num_gpus=stage,
                 bytes_per_token=token_bytes * m.experts_per_token / stage,
-                link_gbps=self._link_gbps(stage),
+                link_gbps=self.system.nvlink_gbps,
                 fit=cal.alltoall,
+                network=self._network,
             )
             tp_count = m.num_layers if tp > 1 else 0
         elif m.is_moe and stage > 1 and self._dp > 1:
@@ -624,6 +644,24 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             "kernel_tables": self.kernel_tables,
             "layers_per_stage": math.ceil(self.model.num_layers / self.shape.pp),
         }
+
+
+def _other_expert_count(
+    curves: dict[str, Any], dtype: str, geometry: tuple[int, int, int, int], moe_tp: int, moe_ep: int
+) -> Any:
+    """The measured curve of ``geometry``'s experts (hidden, intermediate, top-k) under the split
+    ``moe_tp``/``moe_ep`` at the expert count nearest its own (by ratio, the larger on a tie), or
+    None."""
+    hidden, inter, top_k, num_experts = geometry
+    counts = [
+        n
+        for n in range(top_k, 4 * num_experts + 1)
+        if n != num_experts and moe_curve_key(dtype, hidden, inter, top_k, n, moe_tp, moe_ep) in curves
+    ]
+    if not counts:
+        return None
+    nearest = min(counts, key=lambda n: (abs(math.log(n / num_experts)), -n))
+    return curves[moe_curve_key(dtype, hidden, inter, top_k, nearest, moe_tp, moe_ep)]
 
 
 def _any_tensor_split(curves: dict[str, Any], unsplit_key: str) -> bool:

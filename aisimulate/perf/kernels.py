@@ -678,27 +678,71 @@ class Collective:
         return time_ms
 
 
+@dataclass(frozen=True, slots=True)
+class Network:
+    """The links between NVLink domains (nodes), which a collective over more GPUs than one domain
+    holds crosses: ``gbps`` per GPU and direction, ``latency_ms`` a crossing."""
+
+    domain_gpus: int
+    gbps: float
+    latency_ms: float
+
+    def domains(self, num_gpus: int) -> int:
+        return -(-num_gpus // self.domain_gpus)
+
+
+def _link(num_gpus: int, link_gbps: float, network: Network | None) -> tuple[float, int]:
+    """The bandwidth a collective's bytes move at and how many network levels it spans: NVLink
+    inside one domain; across domains every byte at the network's rate (AIConfigurator prices
+    them so, and the two-node H100 prefill rows agree, where NCCL's hierarchical split would
+    price them 3-7 times cheaper)."""
+    if network is None or num_gpus <= network.domain_gpus:
+        return link_gbps, 0
+    return network.gbps, math.ceil(math.log2(network.domains(num_gpus)))
+
+
 def all_reduce(
-    *, count: float, num_gpus: int, bytes_per_token: float, link_gbps: float, fit: CollectiveFit
+    *,
+    count: float,
+    num_gpus: int,
+    bytes_per_token: float,
+    link_gbps: float,
+    fit: CollectiveFit,
+    network: Network | None = None,
 ) -> Collective:
-    """Ring all-reduce: each GPU sends and receives 2(n-1)/n of the message."""
+    """Ring all-reduce: each GPU sends and receives 2(n-1)/n of the message.
+
+    Over GPUs of several NVLink domains (``network``), NCCL's inter-node tree crosses the network
+    twice a level (reduce, then broadcast), each crossing ``network.latency_ms`` beyond the fit's
+    latency, which was measured inside one node."""
     if num_gpus <= 1 or count == 0:
         return Collective(0.0, 0.0)
+    gbps, levels = _link(num_gpus, link_gbps, network)
     wire = 2 * (num_gpus - 1) / num_gpus * bytes_per_token
+    crossings_ms = 2 * levels * network.latency_ms if network is not None else 0.0
     return Collective(
-        per_token_ms=count * wire / (bytes_per_ms(link_gbps) * fit.bw_eff),
-        fixed_ms=count * fit.latency(num_gpus),
+        per_token_ms=count * wire / (bytes_per_ms(gbps) * fit.bw_eff),
+        fixed_ms=count * (fit.latency(num_gpus) + crossings_ms),
     )
 
 
 def all_to_all(
-    *, count: float, num_gpus: int, bytes_per_token: float, link_gbps: float, fit: CollectiveFit
+    *,
+    count: float,
+    num_gpus: int,
+    bytes_per_token: float,
+    link_gbps: float,
+    fit: CollectiveFit,
+    network: Network | None = None,
 ) -> Collective:
-    """All-to-all: (n-1)/n of each GPU's share leaves it."""
+    """All-to-all: (n-1)/n of each GPU's share leaves it. Over GPUs of several NVLink domains
+    (``network``), the share bound for another domain crosses the network once."""
     if num_gpus <= 1 or count == 0:
         return Collective(0.0, 0.0)
+    gbps, levels = _link(num_gpus, link_gbps, network)
     wire = (num_gpus - 1) / num_gpus * bytes_per_token
+    crossing_ms = network.latency_ms if network is not None and levels else 0.0
     return Collective(
-        per_token_ms=count * wire / (bytes_per_ms(link_gbps) * fit.bw_eff),
-        fixed_ms=count * fit.latency(num_gpus),
+        per_token_ms=count * wire / (bytes_per_ms(gbps) * fit.bw_eff),
+        fixed_ms=count * (fit.latency(num_gpus) + crossing_ms),
     )

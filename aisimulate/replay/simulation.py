@@ -625,7 +625,9 @@ def simulate(
     # The report's plan says the frontend latency the replay ran with.
     plan = plan.model_copy(update={"frontend_latency_ms": resolve_frontend_latency_ms(plan)})
     engines = {
-        role: resolve_engine(plan, spec, perf=perf, perf_table=perf_table, where=f"deployment.{role}")
+        role: resolve_engine(
+            plan, spec, perf=perf, perf_table=perf_table, where=f"deployment.{role}", role=role
+        )
         for role, spec, _ in plan.pools()
     }
     started = time.perf_counter()

@@ -57,7 +57,13 @@ def resolve_frontend_latency_ms(plan: DeploymentPlan) -> float:
 
 
 def resolve_engine(
-    plan: DeploymentPlan, spec: EngineSpec, *, perf: str, perf_table: str | Path | None, where: str
+    plan: DeploymentPlan,
+    spec: EngineSpec,
+    *,
+    perf: str,
+    perf_table: str | Path | None,
+    where: str,
+    role: str = "agg",
 ) -> ResolvedEngine:
     model = get_model(plan.model, where="deployment.model")
     if spec.moe_expert_slots is not None:
@@ -92,6 +98,11 @@ def resolve_engine(
         # every replay and search candidate then gets what the fidelity benchmark replays with.
         spec = spec.model_copy(update={"nextn_accept_rates": documented_rates})
     async_scheduling = plan.async_scheduling(spec)
+    # A pass hides its framework overhead behind its kernels under asynchronous scheduling, and on
+    # the decode workers of a backend whose overlap scheduler runs there (its admission unchanged).
+    overlapped = async_scheduling or (
+        role == "decode" and backend_profile(plan.backend).decode_workers_overlap_overhead
+    )
     provider = get_perf_model(
         perf,
         model=model,
@@ -100,7 +111,7 @@ def resolve_engine(
         backend=plan.backend,
         kv_cache_dtype=spec.kv_cache_dtype,
         nextn=spec.nextn,
-        async_scheduling=async_scheduling,
+        async_scheduling=overlapped,
         cuda_graph_sizes=plan.cuda_graph_sizes(spec),
         table_path=perf_table,
     )

@@ -143,7 +143,6 @@ def test_entries_that_disagree_are_ambiguous_and_named():
         ({"isl": 8192}, "entry for deepseek-ai/DeepSeek-R1 fp4 on gb200 (trtllm) at 8192/1024"),
         ({"concurrency": 7}, "no InferenceX entry at the row's concurrency"),
         ({"decode": (16, 1, 1, 4, 4)}, "no InferenceX entry at the row's concurrency with its per-role"),
-        ({"image": ""}, "no container image recorded"),
         ({"image": "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.5"}, "not the row's nvcr.io/nvidia/ai"),
         ({"concurrency": None}, "concurrency not recorded"),
     ],
@@ -151,6 +150,71 @@ def test_entries_that_disagree_are_ambiguous_and_named():
 def test_rows_that_match_no_entry_say_why(overrides, message):
     with pytest.raises(Unresolved, match=re.escape(message)):
         _resolve(180, 32, **overrides)
+
+
+def test_a_row_exported_with_the_deployments_gpus_as_each_roles_tp_matches_its_entry():
+    # DEP4 prefill + DEP32 decode: 36 GPUs, written as (tp 36, moe_tp 36) for both roles.
+    whole = (36, 1, 1, 36, 1)
+    found = _resolve(180, 32, prefill=whole, decode=whole)
+    assert found.decode == WorkerShape(workers=1, tp=1, attention_dp=32, moe_tp=1, moe_ep=32)
+    assert found.nextn == 3
+    # Another total matches no entry, and the whole count must be on both roles.
+    with pytest.raises(Unresolved, match="no InferenceX entry at the row's concurrency"):
+        _resolve(180, 32, prefill=(40, 1, 1, 40, 1), decode=(40, 1, 1, 40, 1))
+    with pytest.raises(Unresolved, match="no InferenceX entry at the row's concurrency"):
+        _resolve(180, 32, decode=whole)
+
+
+def _two_versions(old_entries):
+    new = TABLE["configs"][0] | {
+        "entries": [
+            _entry([96], (2, 4, 4, True), (1, 16, 16, True), recipe="c1.yaml"),
+            _entry([48], (1, 4, 4, True), (4, 8, 8, False), recipe="e_mtp0.yaml"),
+            _entry([180], (1, 4, 4, True), (1, 32, 32, True), spec="mtp", mtp=3, recipe="a_mtp3.yaml"),
+        ]
+    }
+    old = TABLE["configs"][0] | {"image": OLD_IMAGE, "commit": "1" * 40, "entries": old_entries}
+    return parse_table({"configs": [new, old]})
+
+
+def test_a_row_without_an_image_replays_when_every_version_that_ran_it_agrees():
+    entries = _two_versions(
+        [
+            _entry([96], (2, 4, 4, True), (1, 16, 16, True), recipe=""),
+            _entry([48], (1, 4, 4, True), (2, 8, 8, False), recipe=""),  # 2 decode workers, not 4
+            _entry([180], (1, 4, 4, True), (1, 16, 16, True), recipe=""),
+        ]
+    )
+    both = _resolve(96, 16, image="", entries=entries)
+    assert (both.prefill.workers, both.decode.attention_dp, both.nextn) == (2, 16, 0)
+    assert both.source == (
+        "InferenceX dsr1-fp4-gb200-dynamo-trt@00000000 c1.yaml"
+        " / InferenceX dsr1-fp4-gb200-dynamo-trt@11111111"
+    )
+    # 180 users on DEP32: only the newer version has that entry, so only it can have run the row.
+    newer = _resolve(180, 32, image="", entries=entries)
+    assert (newer.decode.attention_dp, newer.nextn) == (32, 3)
+    assert newer.source == "InferenceX dsr1-fp4-gb200-dynamo-trt@00000000 a_mtp3.yaml"
+    # ... and on DEP16 only the older one.
+    assert _resolve(180, 16, image="", entries=entries).decode.attention_dp == 16
+    # The versions disagree at 48 users (4 or 2 decode workers): not guessed.
+    with pytest.raises(
+        Unresolved, match=r"no container image recorded.*2 versions run different deployments"
+    ):
+        _resolve(48, 8, image="", entries=entries)
+    with pytest.raises(Unresolved, match=r"no container image recorded.*no version has an entry"):
+        _resolve(7, 8, image="", entries=entries)
+
+
+def test_a_row_without_an_image_is_not_replayed_when_one_version_is_itself_ambiguous():
+    entries = _two_versions(
+        [
+            _entry([96], (2, 4, 4, True), (1, 16, 16, True), spec="mtp", mtp=3, recipe="x_mtp3.yaml"),
+            _entry([96], (2, 4, 4, True), (1, 16, 16, True), recipe="x_mtp0.yaml"),
+        ]
+    )
+    with pytest.raises(Unresolved, match=r"no container image recorded.*ambiguous: 2 InferenceX entries"):
+        _resolve(96, 16, image="", entries=entries)
 
 
 def test_mtp_without_a_draft_token_count_is_not_replayed_without_it():

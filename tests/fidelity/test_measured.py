@@ -147,3 +147,48 @@ def test_the_installed_silicon_file_is_found_without_importing_aiconfigurator(tm
     spec.submodule_search_locations = [str(tmp_path)]
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
     assert aic_silicon_path() == tmp_path / "systems" / "silicon_sample.csv"
+
+
+# Rows of AIConfigurator 0.12's silicon_sample.csv (InferenceX's 2026-04-06 export), as written.
+MINIMAX_TP4_EP4 = (
+    "2026_04_06_minimax_m2_5_h100_sxm_vllm_fp8_agg_1024x1024_c8_tp4_ep4_1344,source_file=2026-04-06.csv; "
+    "model=MiniMax-M2.5; silicon_concurrency=8; measured=2026-03-28T00:00:00.000Z; wip=False; "
+    "image=vllm/vllm-openai:v0.18.0,vllm,0.18.0,MiniMaxAI/MiniMax-M2.5,h100_sxm,fp8,agg,1024,1024,fp8,fp8,"
+    "2,4,1,4,1,16,,,,,,,,,,,,,,,94.16010008426383,12.545327827518559"
+)
+SGLANG_NO_IMAGE = (
+    "2026_04_06_deepseek_r1_gb200_sglang_fp8_disagg_1024x1024_c1024_tp72_ep1_1092,"
+    "source_file=2026-04-06.csv; model=DeepSeek-R1; silicon_concurrency=1024; "
+    "measured=2025-12-05T00:00:00.000Z; wip=False,sglang,,deepseek-ai/DeepSeek-R1,gb200,fp8,disagg,"
+    "1024,1024,fp8,fp8_block,,,,,,,,,72,1,1,72,1,,,72,1,1,72,1,13548.655281829315,19.93211831152052"
+)
+
+
+def _silicon_file(tmp_path, *lines):
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join([SILICON.read_text().splitlines()[0], *lines]) + "\n")
+    return read_measured(path)
+
+
+def test_a_vllm_tensor_parallel_expert_parallel_row_runs_on_its_tp_gpus(tmp_path):
+    # InferenceX's minimaxm2.5_fp8_h100.sh: --tensor-parallel-size 4 --enable-expert-parallel on
+    # 4 GPUs; the export writes EP_SIZE as attention DP and 4 x 4 as the expert split.
+    (row,) = _silicon_file(tmp_path, MINIMAX_TP4_EP4)
+    assert row.problem == ""
+    assert (row.tp, row.attn_dp, row.moe_tp, row.moe_ep, row.workers, row.concurrency) == (4, 1, 1, 4, 1, 8)
+    # A TRT-LLM row written the same way is read as written (its attention DP is real).
+    (trt,) = _silicon_file(tmp_path, MINIMAX_TP4_EP4.replace(",vllm,0.18.0,", ",trtllm,1.2.0,"))
+    assert (trt.tp, trt.attn_dp, trt.moe_ep, trt.workers) == (4, 4, 16, 1)
+
+
+def test_a_row_without_an_image_written_with_the_deployments_gpus_gets_the_agreeing_versions_workers(
+    tmp_path,
+):
+    # 3 DEP8 prefill + 1 DEP48 decode workers (72 GPUs) at 1,024 users: both bundled versions of
+    # dsr1-fp8-gb200-dynamo-sglang run that deployment there.
+    (row,) = _silicon_file(tmp_path, SGLANG_NO_IMAGE)
+    assert row.problem == ""
+    p, d = row.prefill, row.decode
+    assert (p.workers, p.tp, p.attn_dp, p.moe_ep) == (3, 1, 8, 8)
+    assert (d.workers, d.tp, d.attn_dp, d.moe_ep) == (1, 1, 48, 48)
+    assert row.workers_from.count("InferenceX dsr1-fp8-gb200-dynamo-sglang@") == 2

@@ -274,3 +274,22 @@ def test_a_qk_norm_over_all_heads_adds_one_all_reduce_a_layer_under_tp(kernel_ta
     assert all(e > 0.1 for e in extra)  # 62 layers x a few microseconds
     assert extra[1] < 1.5 * extra[0]
     assert comm_ms(minimax, 1, 8) == comm_ms(plain, 1, 8) == 0.0
+
+
+def test_a_worker_spanning_two_nodes_pays_the_network_latency_on_every_collective():
+    """DeepSeek TEP16 on H100 (two 8-GPU nodes): each of the 2 x 61 all-reduces of a decode pass
+    crosses the network twice (NCCL's inter-node reduce and broadcast), 10 us each
+    (``p2p_latency_us``); inside one node (TEP8) no crossing."""
+
+    model = get_model("deepseek-ai/DeepSeek-R1")
+    h100 = get_system("h100_sxm")
+    slow = h100.model_copy(update={"p2p_latency_us": h100.p2p_latency_us + 100})
+
+    def comm_ms(system, tp):
+        pm = AnalyticPerfModel(model, system, ParallelShape(tp=tp, moe_ep=tp), backend="trtllm")
+        return pm.explain(decode(1, 1500)).comm_ms
+
+    assert comm_ms(slow, 16) - comm_ms(h100, 16) == pytest.approx(2 * 61 * 2 * 0.1)
+    assert comm_ms(slow, 8) == comm_ms(h100, 8)
+    # The crossings make the two-node worker's collectives dearer than one node's.
+    assert comm_ms(h100, 16) > comm_ms(h100, 8) + 2 * 61 * 2 * 0.010

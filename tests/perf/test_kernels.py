@@ -11,7 +11,9 @@ from aisimulate.perf.kernels import (
     GemmFit,
     MeasuredCurve,
     MoeFit,
+    Network,
     all_reduce,
+    all_to_all,
     context_attention,
     gemm_roofline,
     generation_attention,
@@ -108,6 +110,36 @@ def test_moe_touches_every_expert_only_with_many_tokens():
 def test_all_reduce_is_free_on_one_gpu():
     solo = all_reduce(count=64, num_gpus=1, bytes_per_token=8192, link_gbps=450, fit=CollectiveFit())
     assert solo.scalar()(1000) == 0.0
+
+
+H100_NETWORK = Network(domain_gpus=8, gbps=50, latency_ms=0.010)
+FIT = CollectiveFit(bw_eff=0.5, latency_ms=0.006, latency_per_log2_ms=0.0)
+
+
+def test_collectives_inside_one_nvlink_domain_ignore_the_network():
+    for collective in (all_reduce, all_to_all):
+        args = dict(count=10, num_gpus=8, bytes_per_token=8192, link_gbps=450, fit=FIT)
+        assert collective(**args, network=H100_NETWORK) == collective(**args)
+
+
+def test_an_all_reduce_across_nodes_crosses_the_network_twice_a_level():
+    # 16 GPUs of two 8-GPU nodes: every byte of the ring at the network's rate; a reduce and a
+    # broadcast across the network (2 x 10 us) beside the fit's in-node latency.
+    ar = all_reduce(count=1, num_gpus=16, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
+    assert ar.per_token_ms == pytest.approx(2 * 15 / 16 * 1e6 / (50e6 * 0.5))
+    assert ar.fixed_ms == pytest.approx(0.006 + 2 * 0.010)
+    # Four nodes: a two-level tree, four crossings; nine nodes (ceil) four levels, eight.
+    four = all_reduce(count=1, num_gpus=32, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
+    assert four.fixed_ms == pytest.approx(0.006 + 4 * 0.010)
+    nine = all_reduce(count=1, num_gpus=72, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
+    assert nine.fixed_ms == pytest.approx(0.006 + 8 * 0.010)
+    assert ar.scalar()(3.0) == pytest.approx(float(ar.time_ms(np.float64(3.0))))
+
+
+def test_an_all_to_all_across_nodes_crosses_the_network_once():
+    a2a = all_to_all(count=2, num_gpus=16, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
+    assert a2a.per_token_ms == pytest.approx(2 * 15 / 16 * 1e6 / (50e6 * 0.5))
+    assert a2a.fixed_ms == pytest.approx(2 * (0.006 + 0.010))
 
 
 def test_skewed_routing_loads_the_busiest_expert_parallel_gpu_more():
