@@ -4,14 +4,16 @@ Everything that depends only on (model, system, backend, shape) is folded into a
 objects at construction, so a pass estimate is a handful of arithmetic operations and the same
 formulas run on numpy arrays for many passes at once.
 
-Conventions: a pass is one attention-DP rank's batch. Its attention, dense GEMMs and tensor-parallel
-all-reduces run on the rank's own tokens; its experts run on the tokens of every rank of the
-lock-step pass (the MoE kernel's work is the sum of the routed tokens), and the experts' all-to-all
-as if every rank carried as many as the busiest one (each GPU sends its own tokens' share and the
-collective ends with the last sender). ``group_time_ms`` takes those two totals; ``time_ms``
-assumes the ranks equally loaded (decode passes, and callers that price one rank alone). With
-pipeline parallelism a pass walks through every stage in turn, so its latency is the sum over
-stages plus the stage hand-offs.
+Conventions: a pass is one attention-DP rank's batch. Its attention, dense GEMMs and
+tensor-parallel all-reduces run on the rank's own tokens; its experts run on the tokens of every
+rank of the lock-step pass (the MoE kernel's work is the sum of the routed tokens), and the
+experts' collectives either on that sum too (a backend that gathers each rank's own count: every
+GPU receives the other ranks' tokens) or as if every rank carried as many as the busiest one
+(padded gathers; a dispatch that ends with the last sender), as
+``BackendProfile.expert_comm_follows_group_sum`` says. ``group_time_ms`` takes those two totals;
+``time_ms`` assumes the ranks equally loaded (decode passes, and callers that price one rank
+alone). With pipeline parallelism a pass walks through every stage in turn, so its latency is the
+sum over stages plus the stage hand-offs.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self.nextn = nextn
         self.calibration = cal = calibration or calibration_for(system, backend)
         self._dp = shape.attention_dp
+        self._comm_follows_sum = backend_profile(backend).expert_comm_follows_group_sum
         # Measured kernel tables: GEMM tables for the linear layers, the catalog's MoE curves for
         # the experts (None: ``KERNEL_TABLES_BY_DEFAULT``).
         self.kernel_tables = KERNEL_TABLES_BY_DEFAULT if kernel_tables is None else kernel_tables
@@ -480,7 +483,10 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
                 graphed = padded_batch(d, self.cuda_graph_sizes) * tps
         if group:  # the other ranks' tokens as they carry them, this rank's as its kernels run
             experts = group - m + graphed
-            sent = self._dp * (busiest if busiest > graphed else graphed)
+            if self._comm_follows_sum:
+                sent = experts
+            else:
+                sent = self._dp * (busiest if busiest > graphed else graphed)
         else:
             experts = sent = graphed * self._dp
         gemm = self._s_linear(graphed) + self._s_lm_head(r + d * tps)
