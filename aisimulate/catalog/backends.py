@@ -120,6 +120,12 @@ class BackendProfile:
     # of gpt-oss-120b measure their kernels alone at 1-128 users (docs/fidelity.md, "TRT-LLM
     # decode workers overlap their overhead"). Not fitted.
     decode_workers_overlap_overhead: bool = False
+    # Under attention DP, whether the experts' collectives move the tokens the ranks carry, their
+    # time following the sum over the ranks (TensorRT-LLM's CUTLASS MoE all-gathers and
+    # reduce-scatters each rank's own count, `sizes=all_rank_num_tokens`: every GPU receives the
+    # other ranks' tokens), rather than the busiest rank's times attention_dp (SGLang gathers
+    # padded to the largest batch, and DeepEP's dispatch waits for the busiest sender).
+    expert_comm_follows_group_sum: bool = False
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -212,6 +218,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         balances_attention_dp=True,
         blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),
         decode_workers_overlap_overhead=True,
+        expert_comm_follows_group_sum=True,
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",

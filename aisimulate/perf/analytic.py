@@ -4,9 +4,16 @@ Everything that depends only on (model, system, backend, shape) is folded into a
 objects at construction, so a pass estimate is a handful of arithmetic operations and the same
 formulas run on numpy arrays for many passes at once.
 
-Conventions: a pass is one attention-DP rank's batch; the MoE block sees the tokens of all
-``attention_dp`` ranks (they are assumed equally loaded). With pipeline parallelism a pass walks
-through every stage in turn, so its latency is the sum over stages plus the stage hand-offs.
+Conventions: a pass is one attention-DP rank's batch. Its attention, dense GEMMs and
+tensor-parallel all-reduces run on the rank's own tokens; its experts run on the tokens of every
+rank of the lock-step pass (the MoE kernel's work is the sum of the routed tokens), and the
+experts' collectives either on that sum too (a backend that gathers each rank's own count: every
+GPU receives the other ranks' tokens) or as if every rank carried as many as the busiest one
+(padded gathers; a dispatch that ends with the last sender), as
+``BackendProfile.expert_comm_follows_group_sum`` says. ``group_time_ms`` takes those two totals;
+``time_ms`` assumes the ranks equally loaded (decode passes, and callers that price one rank
+alone). With pipeline parallelism a pass walks through every stage in turn, so its latency is the
+sum over stages plus the stage hand-offs.
 """
 
 from __future__ import annotations
@@ -97,6 +104,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self.nextn = nextn
         self.calibration = cal = calibration or calibration_for(system, backend)
         self._dp = shape.attention_dp
+        self._comm_follows_sum = backend_profile(backend).expert_comm_follows_group_sum
         # Measured kernel tables: GEMM tables for the linear layers, the catalog's MoE curves for
         # the experts (None: ``KERNEL_TABLES_BY_DEFAULT``).
         self.kernel_tables = KERNEL_TABLES_BY_DEFAULT if kernel_tables is None else kernel_tables
@@ -108,7 +116,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self._linear_attention = self._build_linear_attention()
         self._hybrid = model.is_hybrid_linear
         self._moe = self._build_moe(cal)
-        self._comm = self._build_comm(cal)
+        self._comm, self._group_comm = self._build_comm(cal)
         self._overhead_base = cal.overhead.base_ms
         self._overhead_per_seq = cal.overhead.per_sequence_ms
         # The fitted overhead is CPU time between synchronous passes; scheduled asynchronously it
@@ -394,9 +402,10 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             network=self._network,
         )
 
-    def _build_comm(self, cal: Calibration) -> Any:
-        """All collectives of a pass, folded into one cost linear in the rank's tokens (with
-        ``kernel_tables``, one measured curve: the all-reduces from their tables)."""
+    def _build_comm(self, cal: Calibration) -> tuple[Any, Collective]:
+        """The collectives of a pass on the rank's own tokens, folded into one cost linear in
+        them (with ``kernel_tables``, one measured curve: the all-reduces from their tables), and
+        the experts' all-to-all (or gather and reduce) in the attention-DP group's tokens."""
         m, shape = self.model, self.shape
         tp, stage = shape.tp, shape.gpus_per_stage
         token_bytes = m.hidden_size * 2.0
@@ -440,31 +449,24 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             )
         else:
             pp_comm = _NO_COMM
-        dp = self._dp
         fitted = Collective(
-            per_token_ms=tp_comm.per_token_ms
-            + norm_comm.per_token_ms
-            + dp * moe_comm.per_token_ms
-            + pp_comm.per_token_ms,
-            fixed_ms=tp_comm.fixed_ms + norm_comm.fixed_ms + moe_comm.fixed_ms + pp_comm.fixed_ms,
+            per_token_ms=tp_comm.per_token_ms + norm_comm.per_token_ms + pp_comm.per_token_ms,
+            fixed_ms=tp_comm.fixed_ms + norm_comm.fixed_ms + pp_comm.fixed_ms,
         )
         kernel_backend = backend_profile(self.backend).kernel_backend
         table = allreduce_tables_for(self.system.name, self.backend, kernel_backend).get(tp)
         if not self.kernel_tables or not tp_count or table is None:
-            return fitted
+            return fitted, moe_comm
         # The tensor-parallel all-reduces from the measured table, at the tables' token counts;
-        # the rest (expert all-to-all, pipeline hand-offs) as fitted.
+        # the pipeline hand-offs as fitted.
         nodes = np.asarray(token_nodes())
-        rest = Collective(
-            per_token_ms=dp * moe_comm.per_token_ms + pp_comm.per_token_ms,
-            fixed_ms=moe_comm.fixed_ms + pp_comm.fixed_ms,
-        )
+        rest = pp_comm
         total = (
             tp_count * table.time_ms(nodes * token_bytes)
             + norm_count * table.time_ms(nodes * _QK_NORM_BYTES_PER_TOKEN)
             + rest.time_ms(nodes)
         )
-        return MeasuredCurve(tuple(nodes.tolist()), tuple(total.tolist()), 1.0)
+        return MeasuredCurve(tuple(nodes.tolist()), tuple(total.tolist()), 1.0), moe_comm
 
     # ---- evaluation ----------------------------------------------------------------------
     def _bind_scalar(self) -> None:
@@ -475,10 +477,22 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self._s_linear_attention = self._linear_attention.scalar()
         self._s_moe = self._moe.scalar() if self._moe is not None else None
         self._s_comm = self._comm.scalar()
+        self._s_group_comm = self._group_comm.scalar()
 
     def _scalar_components(
-        self, p: float, r: float, pairs: float, ctx: float, d: float, dctx: float, tps: float
+        self,
+        p: float,
+        r: float,
+        pairs: float,
+        ctx: float,
+        d: float,
+        dctx: float,
+        tps: float,
+        group: float = 0.0,
+        busiest: float = 0.0,
     ) -> tuple[float, float, float, float, float]:
+        """The pass's parts; ``group``/``busiest`` as in ``group_time_ms`` (0: ranks equally
+        loaded)."""
         m = p + d * tps
         if m <= 0:
             return 0.0, 0.0, 0.0, 0.0, 0.0
@@ -488,18 +502,26 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
                 graphed = padded_batch(m, self.cuda_graph_sizes)
             elif p == 0:
                 graphed = padded_batch(d, self.cuda_graph_sizes) * tps
+        if group:  # the other ranks' tokens as they carry them, this rank's as its kernels run
+            experts = group - m + graphed
+            if self._comm_follows_sum:
+                sent = experts
+            else:
+                sent = self._dp * (busiest if busiest > graphed else graphed)
+        else:
+            experts = sent = graphed * self._dp
         gemm = self._s_linear(graphed) + self._s_lm_head(r + d * tps)
         attention = self._s_context(pairs, r, ctx, p) + self._s_generation(d, dctx, tps)
         if self._hybrid:
             attention += self._s_linear_attention(p, d * tps)
-        moe = self._s_moe(graphed * self._dp) if self._s_moe is not None else 0.0
+        moe = self._s_moe(experts) if self._s_moe is not None else 0.0
         overhead = self._overhead_base + self._overhead_per_seq * (r + d)
         if self._mtp_layer_fraction and d > 0:
             draft = self._s_linear(d) + self._s_generation(d, dctx, 1.0)
             if self._s_moe is not None:
                 draft += self._s_moe(d * self._dp)
             gemm += self._mtp_layer_fraction * draft + self.nextn * self._s_lm_head(d)
-        return gemm, attention, moe, self._s_comm(graphed), overhead
+        return gemm, attention, moe, self._s_comm(graphed) + self._s_group_comm(sent), overhead
 
     def _vector_components(
         self, p: Any, r: Any, pairs: Any, ctx: Any, d: Any, dctx: Any, tps: float
@@ -516,7 +538,8 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             if self._moe is not None:
                 draft = draft + self._moe.time_ms(d * self._dp)
             gemm = gemm + self._mtp_layer_fraction * draft + self.nextn * self._lm_head.time_ms(d)
-        return [gemm, attention, moe, self._comm.time_ms(graphed), overhead]
+        comm = self._comm.time_ms(graphed) + self._group_comm.time_ms(graphed * self._dp)
+        return [gemm, attention, moe, comm, overhead]
 
     def _graphed_tokens(self, p: Any, d: Any, tps: float, m: Any) -> Any:
         """The tokens the weight-bound kernels of many passes run at (see ``_scalar_components``)."""
@@ -538,15 +561,24 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         active_kv_tokens: float = 0.0,
         kv_capacity_tokens: float = 0.0,
     ) -> float:
-        g, a, moe, c, o = self._scalar_components(
-            prefill_tokens,
-            prefill_requests,
-            attention_pairs,
-            prefill_context_tokens,
-            decode_requests,
-            decode_context_tokens,
-            tokens_per_step,
+        return self._pass_ms(
+            *self._scalar_components(
+                prefill_tokens,
+                prefill_requests,
+                attention_pairs,
+                prefill_context_tokens,
+                decode_requests,
+                decode_context_tokens,
+                tokens_per_step,
+            )
         )
+
+    def group_time_ms(
+        self, pass_args: tuple[float, ...], group_tokens: float, busiest_rank_tokens: float
+    ) -> float:
+        return self._pass_ms(*self._scalar_components(*pass_args[:7], group_tokens, busiest_rank_tokens))
+
+    def _pass_ms(self, g: float, a: float, moe: float, c: float, o: float) -> float:
         kernels = g + a + moe + c
         if self.async_scheduling:
             return kernels if kernels > o else o
@@ -626,7 +658,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
 
     def explain(self, batch: BatchShape) -> PassBreakdown:
         """Components of one pass; under async scheduling ``overhead_ms`` is the visible part."""
-        g, a, moe, c, o = self._scalar_components(*batch_args(batch)[:7])
+        g, a, moe, c, o = self._scalar_components(
+            *batch_args(batch)[:7], batch.group_tokens, batch.busiest_rank_tokens
+        )
         if self.async_scheduling:
             o = max(0.0, o - (g + a + moe + c))
         return PassBreakdown(gemm_ms=g, attention_ms=a, moe_ms=moe, comm_ms=c, overhead_ms=o)

@@ -32,9 +32,15 @@ class BatchShape:
     tokens_per_step: float = 1.0  # tokens verified per decode sequence (1 + nextn with MTP)
     active_kv_tokens: int = 0  # physical KV tokens in use on the worker (shared blocks once)
     kv_capacity_tokens: int = 0  # the worker's KV capacity
+    # The worker's attention-DP ranks in this lock-step pass: the tokens all of them carry and
+    # the most any one carries (0: every rank carries this one's, see ``PerfModel.group_time_ms``).
+    group_tokens: float = 0.0
+    busiest_rank_tokens: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (
+            "group_tokens",
+            "busiest_rank_tokens",
             "prefill_tokens",
             "prefill_requests",
             "prefill_context_tokens",
@@ -204,6 +210,15 @@ class PerfModel(Protocol):
         """The scalar hot path: plain numbers in (the fields of :class:`BatchShape`), ms out."""
         ...
 
+    def group_time_ms(
+        self, pass_args: tuple[float, ...], group_tokens: float, busiest_rank_tokens: float
+    ) -> float:
+        """``time_ms(*pass_args)`` of one attention-DP rank's pass when the worker's ranks are not
+        equally loaded: ``group_tokens`` all ranks carry in this lock-step pass and the
+        ``busiest_rank_tokens`` one rank carries (``time_ms`` assumes every rank carries this
+        one's). Providers that price no rank group answer ``time_ms``."""
+        ...
+
     def decode_pricer(
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float
     ) -> Callable[[float], float]:
@@ -269,7 +284,15 @@ class ScalarPassTimes:
         ) -> float: ...
 
     def pass_time_ms(self, batch: BatchShape) -> float:
+        if batch.group_tokens:
+            return self.group_time_ms(batch_args(batch), batch.group_tokens, batch.busiest_rank_tokens)
         return self.time_ms(*batch_args(batch))
+
+    def group_time_ms(
+        self, pass_args: tuple[float, ...], group_tokens: float, busiest_rank_tokens: float
+    ) -> float:
+        del group_tokens, busiest_rank_tokens  # no attention-DP group priced
+        return self.time_ms(*pass_args)
 
     def decode_line(
         self, decode_requests: float, tokens_per_step: float, kv_capacity_tokens: float

@@ -160,6 +160,9 @@ class Rank:
         # time of their own (always the previous pass end under vLLM, an extend pass in SGLang).
         self._fresh: list[Request] = []
         self.last_pass: PassRecord | None = None  # None before the first pass
+        # The latest pass's ``PerfModel.time_ms`` arguments: its worker prices it again once
+        # every rank of the lock-step pass has scheduled (:meth:`reprice`).
+        self.pass_args: tuple[float, ...] = ()
         # Decode-pass prices bound per batch size (see stretch.py).
         self._pricers: dict[int, tuple[float, float] | Callable[[float], float]] = {}
         self._run_pricers: dict[int, Callable[[np.ndarray], np.ndarray] | None] = {}
@@ -474,9 +477,28 @@ class Rank:
     ) -> float:
         """The pass's duration (arguments in ``PerfModel.time_ms``'s order); its work and
         duration are kept as the latest pass record (what a planner reads)."""
-        ms = self.perf.time_ms(
-            tokens, requests, pairs, context, d, d_ctx, self.tokens_per_step, active_kv, self.capacity_tokens
+        args = (
+            tokens,
+            requests,
+            pairs,
+            context,
+            d,
+            d_ctx,
+            self.tokens_per_step,
+            active_kv,
+            self.capacity_tokens,
         )
+        self.pass_args = args
+        return self._record(self.perf.time_ms(*args), tokens, requests, d, d_ctx)
+
+    def reprice(self, group_tokens: float, busiest_rank_tokens: float) -> float:
+        """The latest pass priced again with its attention-DP group's tokens in this lock-step
+        pass (``PerfModel.group_time_ms``); its duration."""
+        args = self.pass_args
+        ms = self.perf.group_time_ms(args, group_tokens, busiest_rank_tokens)
+        return self._record(ms, int(args[0]), int(args[1]), int(args[4]), int(args[5]))
+
+    def _record(self, ms: float, tokens: int, requests: int, d: int, d_ctx: int) -> float:
         if tokens and ms < self.eager_pass_floor_ms:
             ms = self.eager_pass_floor_ms
         self.last_pass = PassRecord(tokens, requests, d, d_ctx, ms)

@@ -195,7 +195,27 @@ class Worker:
                 return planned
         self._stepping = [rank for rank in self.ranks if rank.has_work()]
         durations = [rank.begin_pass(now_ms) for rank in self._stepping]
+        if len(self.ranks) > 1:
+            durations = self._group_priced(durations)
         return now_ms + max(durations, default=0.0)
+
+    def _group_priced(self, durations: list[float]) -> list[float]:
+        """A stepped pass with prompt tokens on any rank, priced again with the tokens its ranks
+        carry (``PerfModel.group_time_ms``): a prompt on one rank of an attention-DP worker sends
+        its experts and all-to-all its own tokens, not ``attention_dp`` times them. Decode-only
+        passes keep the equal-load price the planned windows give them (a worker's decode
+        batches are spread evenly over its ranks). O(ranks)."""
+        priced = [rank for rank, ms in zip(self._stepping, durations, strict=True) if ms > 0]
+        if not any(rank.pass_args[0] for rank in priced):
+            return durations
+        group = busiest = 0.0
+        for rank in priced:
+            args = rank.pass_args
+            tokens = args[0] + args[4] * args[6]  # prompt tokens + decoders x tokens per step
+            group += tokens
+            if tokens > busiest:
+                busiest = tokens
+        return [rank.reprice(group, busiest) for rank in priced]
 
     def _plan(self, now_ms: float, until_ms: float) -> float | None:
         """A window from ``now_ms`` when every rank with work only decodes; its first event."""
