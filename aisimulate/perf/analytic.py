@@ -488,6 +488,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         d: float,
         dctx: float,
         tps: float,
+        *,
         group: float = 0.0,
         busiest: float = 0.0,
     ) -> tuple[float, float, float, float, float]:
@@ -576,7 +577,9 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
     def group_time_ms(
         self, pass_args: tuple[float, ...], group_tokens: float, busiest_rank_tokens: float
     ) -> float:
-        return self._pass_ms(*self._scalar_components(*pass_args[:7], group_tokens, busiest_rank_tokens))
+        return self._pass_ms(
+            *self._scalar_components(*pass_args[:7], group=group_tokens, busiest=busiest_rank_tokens)
+        )
 
     def _pass_ms(self, g: float, a: float, moe: float, c: float, o: float) -> float:
         kernels = g + a + moe + c
@@ -659,7 +662,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
     def explain(self, batch: BatchShape) -> PassBreakdown:
         """Components of one pass; under async scheduling ``overhead_ms`` is the visible part."""
         g, a, moe, c, o = self._scalar_components(
-            *batch_args(batch)[:7], batch.group_tokens, batch.busiest_rank_tokens
+            *batch_args(batch)[:7], group=batch.group_tokens, busiest=batch.busiest_rank_tokens
         )
         if self.async_scheduling:
             o = max(0.0, o - (g + a + moe + c))
