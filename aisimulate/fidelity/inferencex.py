@@ -346,6 +346,16 @@ def _resolve_any_version(
 RESULTS_DB_MODEL = {"deepseek-ai/DeepSeek-V3": "deepseek-ai/DeepSeek-R1"}
 
 
+def _db_run_entries(
+    run: RunKey, concurrency: int, image: str, entries: tuple[Entry, ...] | None
+) -> list[Entry]:
+    """The entries a results-database row could have run: its model (as the database names it),
+    precision, system, backend and lengths, its image and its concurrency."""
+    entries = bundled_entries() if entries is None else entries
+    run = replace(run, model=RESULTS_DB_MODEL.get(run.model, run.model))
+    return [e for e in entries if run.names(e) and same_image(e.image, image) and e.runs_at(concurrency)]
+
+
 def recorded_max_batch(
     run: RunKey,
     *,
@@ -361,16 +371,7 @@ def recorded_max_batch(
 
     Its own ``decode_batch_size`` cannot say: the results database writes the users' share of a
     decode rank there (concurrency / (decode workers x attention DP), on every row), not the cap."""
-    entries = bundled_entries() if entries is None else entries
-    run = replace(run, model=RESULTS_DB_MODEL.get(run.model, run.model))
-    found = [
-        e
-        for e in entries
-        if run.names(e)
-        and same_image(e.image, image)
-        and e.runs_at(concurrency)
-        and e.shapes() == (prefill, decode)
-    ]
+    found = [e for e in _db_run_entries(run, concurrency, image, entries) if e.shapes() == (prefill, decode)]
     batches = {recipe_max_batch(e.recipe) for e in found}
     if len(batches) != 1 or None in batches:
         return None
@@ -393,19 +394,14 @@ def launched_split(
     fields (``tp 1``, attention DP and a tensor-split MoE over the worker's GPUs). Matched on the
     row's model, precision, system, backend, lengths, image and concurrency, and each role's
     workers and GPUs; None when no such entry matches or the matches disagree."""
-    entries = bundled_entries() if entries is None else entries
-    run = replace(run, model=RESULTS_DB_MODEL.get(run.model, run.model))
 
     def size(shape: WorkerShape) -> tuple[int, int]:
         return shape.workers, shape.tp * shape.attention_dp
 
     found = {
         e.shapes()
-        for e in entries
+        for e in _db_run_entries(run, concurrency, image, entries)
         if e.script_launched
-        and run.names(e)
-        and same_image(e.image, image)
-        and e.runs_at(concurrency)
         and (size(e.prefill.shape()), size(e.decode.shape())) == (size(prefill), size(decode))
     }
     return found.pop() if len(found) == 1 else None

@@ -701,6 +701,17 @@ def _link(num_gpus: int, link_gbps: float, network: Network | None) -> tuple[flo
     return network.gbps, math.ceil(math.log2(network.domains(num_gpus)))
 
 
+def _collective(
+    count: float, num_gpus: int, wire_bytes: float, gbps: float, fit: CollectiveFit, crossings_ms: float
+) -> Collective:
+    """``count`` collectives a pass, each moving ``wire_bytes`` a token per GPU at ``gbps`` and
+    paying the fit's latency plus its network crossings."""
+    return Collective(
+        per_token_ms=count * wire_bytes / (bytes_per_ms(gbps) * fit.bw_eff),
+        fixed_ms=count * (fit.latency(num_gpus) + crossings_ms),
+    )
+
+
 def all_reduce(
     *,
     count: float,
@@ -718,12 +729,9 @@ def all_reduce(
     if num_gpus <= 1 or count == 0:
         return Collective(0.0, 0.0)
     gbps, levels = _link(num_gpus, link_gbps, network)
-    wire = 2 * (num_gpus - 1) / num_gpus * bytes_per_token
     crossings_ms = 2 * levels * network.latency_ms if network is not None else 0.0
-    return Collective(
-        per_token_ms=count * wire / (bytes_per_ms(gbps) * fit.bw_eff),
-        fixed_ms=count * (fit.latency(num_gpus) + crossings_ms),
-    )
+    wire = 2 * (num_gpus - 1) / num_gpus * bytes_per_token
+    return _collective(count, num_gpus, wire, gbps, fit, crossings_ms)
 
 
 def all_to_all(
@@ -740,9 +748,6 @@ def all_to_all(
     if num_gpus <= 1 or count == 0:
         return Collective(0.0, 0.0)
     gbps, levels = _link(num_gpus, link_gbps, network)
-    wire = (num_gpus - 1) / num_gpus * bytes_per_token
     crossing_ms = network.latency_ms if network is not None and levels else 0.0
-    return Collective(
-        per_token_ms=count * wire / (bytes_per_ms(gbps) * fit.bw_eff),
-        fixed_ms=count * (fit.latency(num_gpus) + crossing_ms),
-    )
+    wire = (num_gpus - 1) / num_gpus * bytes_per_token
+    return _collective(count, num_gpus, wire, gbps, fit, crossing_ms)
