@@ -64,13 +64,18 @@ FIXED_LENGTHS = Client(name="fixed-lengths", range_ratio=None, prompts_per_user=
 # checkpoint that ran: (below 16 users, from 16 users on). A recipe that sets none (GLM-5) runs
 # SGLang's default, 1. The disaggregated (multi-node) rows do not identify their recipes; they
 # replay with the same checkpoint's interval from 16 users on and poll every pass below, as
-# their TTFT in decode passes suggests (docs/fidelity.md, "Disaggregated TTFT").
+# their TTFT in decode passes suggests (docs/fidelity.md, "Disaggregated TTFT"). InferenceX's
+# DeepSeek recipes (``dsr1_*``) serve DeepSeek-R1-0528; its results database writes the same runs
+# under DeepSeek-V3 names too, so both names of a checkpoint poll alike.
+_DEEPSEEK_RECV_INTERVAL = (10, 30)
 INFERENCEX_SGLANG_RECV_INTERVAL: dict[str, tuple[int, int]] = {
     "Qwen/Qwen3.5-397B-A17B": (10, 30),
     "Qwen/Qwen3.5-397B-A17B-FP8": (10, 10),
     "nvidia/Qwen3.5-397B-A17B-NVFP4": (10, 30),
-    "deepseek-ai/DeepSeek-V3": (10, 30),
-    "nvidia/DeepSeek-V3-0324-FP4": (10, 30),
+    "deepseek-ai/DeepSeek-V3": _DEEPSEEK_RECV_INTERVAL,
+    "nvidia/DeepSeek-V3-0324-FP4": _DEEPSEEK_RECV_INTERVAL,
+    "deepseek-ai/DeepSeek-R1": _DEEPSEEK_RECV_INTERVAL,
+    "nvidia/DeepSeek-R1-0528-FP4": _DEEPSEEK_RECV_INTERVAL,
 }
 
 

@@ -82,6 +82,22 @@ def test_inferencex_sglang_rows_poll_for_requests_as_their_recipes_launch_them(s
     assert sglang_recv_interval(replace(row, source="Qwen_Qwen3-32B.csv"), fp4) == 1
 
 
+def test_deepseek_r1_and_v3_names_of_one_inferencex_run_poll_alike(silicon):
+    # The results database writes InferenceX's DeepSeek-R1-0528 runs under both names; the
+    # same run must replay with the same interval whichever name it carries.
+    disagg = replace(silicon["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"], concurrency=32)
+    for name in (
+        "deepseek-ai/DeepSeek-V3",
+        "deepseek-ai/DeepSeek-R1",
+        "nvidia/DeepSeek-V3-0324-FP4",
+        "nvidia/DeepSeek-R1-0528-FP4",
+    ):
+        assert sglang_recv_interval(disagg, name) == 30
+    case = build_case(replace(disagg, model="deepseek-ai/DeepSeek-R1"))
+    assert isinstance(case, ReplayCase) and "R1" in case.model
+    assert case.plan.decode.sglang.scheduler_recv_interval == 30
+
+
 def test_inferencex_vllm_rows_batch_the_tokens_their_recipes_launch_with(silicon):
     row = silicon["minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734"]
     fp8 = "MiniMaxAI/MiniMax-M2.5"
