@@ -310,23 +310,26 @@ def _inferencex_workers(
         raise ConfigError(
             f"disaggregated worker counts not recorded; {err}", where=f"{where}: num_workers"
         ) from None
-    shapes = [
-        RecordedWorkers(
-            tp=r.tp,
-            attn_dp=r.attention_dp,
-            moe_tp=r.moe_tp,
-            moe_ep=r.moe_ep,
-            workers=r.workers,
-            max_batch=max_batch,
-        )
-        for r, max_batch in ((found.prefill, None), (found.decode, found.decode_max_batch))
-    ]
-    return shapes[0], shapes[1], {"nextn": found.nextn, "workers_from": found.source}
+    prefill, decode = _recorded(found.prefill), _recorded(found.decode, max_batch=found.decode_max_batch)
+    return prefill, decode, {"nextn": found.nextn, "workers_from": found.source}
 
 
 def _shape(r: RecordedWorkers) -> inferencex.WorkerShape:
     return inferencex.WorkerShape(
         workers=r.workers, tp=r.tp, attention_dp=r.attn_dp, moe_tp=r.moe_tp, moe_ep=r.moe_ep
+    )
+
+
+def _recorded(s: inferencex.WorkerShape, *, pp: int = 1, max_batch: int | None = None) -> RecordedWorkers:
+    """An InferenceX entry's role as a recorded one (``_shape`` the other way)."""
+    return RecordedWorkers(
+        tp=s.tp,
+        pp=pp,
+        attn_dp=s.attention_dp,
+        moe_tp=s.moe_tp,
+        moe_ep=s.moe_ep,
+        workers=s.workers,
+        max_batch=max_batch,
     )
 
 
@@ -358,11 +361,11 @@ def _launched_split(
     )
     if found is None:
         return prefill, decode
-
-    def split(r: RecordedWorkers, s: inferencex.WorkerShape) -> RecordedWorkers:
-        return replace(r, tp=s.tp, attn_dp=s.attention_dp, moe_tp=s.moe_tp, moe_ep=s.moe_ep)
-
-    return split(prefill, found[0]), split(decode, found[1])
+    # The entry matched each role's worker count, so only the split changes.
+    return (
+        _recorded(found[0], pp=prefill.pp, max_batch=prefill.max_batch),
+        _recorded(found[1], pp=decode.pp, max_batch=decode.max_batch),
+    )
 
 
 def _recorded_max_batch(
