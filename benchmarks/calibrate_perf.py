@@ -48,6 +48,7 @@ BOUNDS = {
         "kv_half": (0.0, 8192.0),
         "t0_ms": (0.0, 0.1),
         "per_request_ms": (0.0, 0.01),
+        "min_pair_dims": (0.0, 512.0),
     },
     "generation_attention": {"mem_eff": (0.05, 1.0), "t0_ms": (0.0, 0.1), "per_request_ms": (0.0, 0.01)},
     "moe": {
@@ -60,6 +61,10 @@ BOUNDS = {
     "allreduce": {"bw_eff": (0.01, 1.0), "latency_ms": (0.0, 0.1), "latency_per_log2_ms": (0.0, 0.05)},
     "alltoall": {"bw_eff": (0.01, 1.0), "latency_ms": (0.0, 0.1), "latency_per_log2_ms": (0.0, 0.05)},
 }
+# Where a free parameter starts when its dataclass default is no place to start from: a pair's
+# least work binds no 128-dim point and no 64-dim point below 128 dims, so it starts where both
+# feel it.
+START = {"context_attention": {"min_pair_dims": 256.0}}
 ATTRIBUTION = "Contains performance data from NVIDIA AIConfigurator, Apache-2.0"
 
 
@@ -71,7 +76,9 @@ def fit_group(family: str, points: list, fixed: dict[str, float] | None = None) 
     lo = np.array([BOUNDS[family][n][0] for n in names])
     hi = np.array([BOUNDS[family][n][1] for n in names])
     base = cls(**fixed)
-    x0 = np.clip(np.array([getattr(base, n) for n in names], dtype=float), lo + 1e-9, hi - 1e-9)
+    start = START.get(family, {})
+    x0 = np.array([start.get(n, getattr(base, n)) for n in names], dtype=float)
+    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
     systems = {p.system: get_system(p.system) for p in points}
     measured = np.log([p.measured_ms for p in points])
 
@@ -98,6 +105,20 @@ def measured_moe_curves(data_dir: Path) -> tuple[dict[str, dict], dict[str, dict
             print(f"curves moe {name:18s} {key:16s} {len(shapes)} measured shapes")
         out.append(curves)
     return out[0], out[1]
+
+
+def fit_pair_dims(data_dir: Path, fits: dict[str, dict]) -> None:
+    """Refit each prefill attention entry's ``min_pair_dims`` alone, in place, holding its other
+    fitted constants (points narrower than 128 dims bind it; the others do not move)."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for point in load_points(data_dir):
+        if point.family == "context_attention":
+            groups[point.group].append(point)
+    for (family, system, backend, dtype), points in sorted(groups.items()):
+        entry = fits[f"{system}/{backend}"][family]
+        fixed = {k: v for k, v in entry.items() if k != "min_pair_dims"}
+        entry["min_pair_dims"] = fit_group(family, points, fixed)["min_pair_dims"]
+        print(f"fitted {family:21s} {system:9s} {backend:6s} {dtype:9s} n={len(points):3d} {entry}")
 
 
 def fit_kernels(data_dir: Path, gemm_only: frozenset[str] = frozenset()) -> dict[str, dict]:
@@ -151,12 +172,21 @@ def main() -> None:
         help="comma-separated weight formats (e.g. nvfp4): refit only their GEMM fits and the "
         "curves, keeping every other fitted constant as it is",
     )
+    parser.add_argument(
+        "--pair-dims-only",
+        action="store_true",
+        help="refit only the prefill attention fits' min_pair_dims (and the curves), keeping every "
+        "other fitted constant as it is",
+    )
     args = parser.parse_args()
     # The end-to-end entries belong to calibrate_e2e.py, which runs after this script.
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     gemm_only = frozenset(f for f in args.gemm_only.split(",") if f)
     if args.curves_only:
         fits = previous["fits"]
+    elif args.pair_dims_only:
+        fits = previous["fits"]
+        fit_pair_dims(args.data, fits)
     elif gemm_only:
         fits = previous["fits"]
         for key, entry in fit_kernels(args.data, gemm_only).items():

@@ -57,6 +57,12 @@ class AttentionFit:
     mem_eff: float = 0.7  # decode: fraction of HBM bandwidth
     t0_ms: float = 0.01
     per_request_ms: float = 0.0005
+    # Prefill: the head dims (qk + v) of matmul work a (query, key) pair costs at least. A pair's
+    # softmax (exponent, running max and sum) is the same whatever the head size and runs beside
+    # its two matmuls on other units, so narrow heads (gpt-oss's 64 dims) are bound by it rather
+    # than by their FLOPs (AIConfigurator measures them 14-38% slower than a FLOP-proportional
+    # price on every system). Fitted on 64-dim points; 0: FLOPs alone.
+    min_pair_dims: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -248,7 +254,7 @@ def context_attention(
     num_sliding_layers: float = 0,
     sliding_window: float = 0,
 ) -> ContextAttention:
-    flops_per_pair = 2 * num_heads * (qk_dim + v_dim)
+    flops_per_pair = 2 * num_heads * max(qk_dim + v_dim, fit.min_pair_dims)
     per_flop = 1.0 / (flops_per_ms(peak_tflops) * fit.compute_eff)
     return ContextAttention(
         per_pair_ms=num_layers * flops_per_pair * per_flop,
