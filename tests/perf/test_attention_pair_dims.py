@@ -1,11 +1,14 @@
 """Prefill attention of narrow heads: a (query, key) pair costs at least ``min_pair_dims`` of work."""
 
+import json
 from dataclasses import replace
+from importlib import resources
 
 import pytest
 
 from aisimulate.perf.kernels import AttentionFit, context_attention
 from aisimulate.perf.points import Point, calibrated_fit, predict
+from tests.scripts import load_script
 
 FIT = AttentionFit(compute_eff=0.5, kv_half=0.0, t0_ms=0.0, per_request_ms=0.0)
 
@@ -71,3 +74,24 @@ def test_shipped_fit_leaves_128_dim_heads_alone():
     point = _gb200_point(128, 64, 8, 8192, 1.0)
     fit = calibrated_fit(point)
     assert predict(point, fit) == predict(point, replace(fit, min_pair_dims=0.0))
+
+
+def test_calibrate_perf_refits_the_shipped_pair_dims_alone():
+    script = load_script("benchmarks/calibrate_perf.py")
+    shipped = json.loads((resources.files("aisimulate.perf") / "data" / "calibration.json").read_text())
+    fits = json.loads(json.dumps(shipped["fits"]))
+    for entry in fits.values():
+        if "context_attention" in entry:
+            entry["context_attention"]["min_pair_dims"] = 0.0
+    script.fit_pair_dims(script.DEFAULT_DATA, fits)
+    refitted = 0
+    for key, entry in shipped["fits"].items():
+        if "context_attention" not in entry:
+            continue
+        before, after = entry["context_attention"], fits[key]["context_attention"]
+        assert after["min_pair_dims"] == pytest.approx(before["min_pair_dims"], rel=0.01), key
+        assert {k: v for k, v in after.items() if k != "min_pair_dims"} == {
+            k: v for k, v in before.items() if k != "min_pair_dims"
+        }
+        refitted += 1
+    assert refitted == 6  # h100, h200, b200 x TRT-LLM, vLLM
