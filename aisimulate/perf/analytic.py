@@ -381,6 +381,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             domain_gpus=self.system.nvlink_domain,
             gbps=self.system.inter_node_gbps,
             latency_ms=self.system.p2p_latency_us / 1000,
+            nccl_latency_ms=None if (nccl_us := self.system.nccl_latency_us) is None else nccl_us / 1000,
         )
 
     def _link_gbps(self, num_gpus: int) -> float:

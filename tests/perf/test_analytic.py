@@ -293,3 +293,8 @@ def test_a_worker_spanning_two_nodes_pays_the_network_latency_on_every_collectiv
     assert comm_ms(slow, 8) == comm_ms(h100, 8)
     # The crossings make the two-node worker's collectives dearer than one node's.
     assert comm_ms(h100, 16) > comm_ms(h100, 8) + 2 * 61 * 2 * 0.010
+    # Across nodes each all-reduce runs NCCL, at its measured in-node latency (``nccl_latency_us``)
+    # instead of the custom kernel's fit; inside one node the custom kernel stays.
+    slower_nccl = h100.model_copy(update={"nccl_latency_us": h100.nccl_latency_us + 100})
+    assert comm_ms(slower_nccl, 16) - comm_ms(h100, 16) == pytest.approx(2 * 61 * 0.1)
+    assert comm_ms(slower_nccl, 8) == comm_ms(h100, 8)
