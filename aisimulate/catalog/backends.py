@@ -126,6 +126,14 @@ class BackendProfile:
     # other ranks' tokens), rather than the busiest rank's times attention_dp (SGLang gathers
     # padded to the largest batch, and DeepEP's dispatch waits for the busiest sender).
     expert_comm_follows_group_sum: bool = False
+    # Under attention DP with expert parallelism, whether the experts' tokens move by all-to-all
+    # only over more expert ranks than a token has experts and inside one NVLink domain, and are
+    # otherwise all-gathered to every rank and reduce-scattered back: TensorRT-LLM's MoE modules
+    # (``select_alltoall_method_type`` of its CUTLASS and wide-EP MoE, 1.0-1.2) return
+    # ``NotEnabled`` when ``moe_ep_size <= top_k``, pick the multi-node-NVLink all-to-all (MNNVL)
+    # where the platform has one, DeepEP only under ``TRTLLM_CAN_USE_DEEP_EP=1`` (default "0"),
+    # and else all-gather and reduce-scatter, every GPU receiving every other rank's tokens.
+    experts_alltoall_needs_nvlink: bool = False
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -219,6 +227,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),
         decode_workers_overlap_overhead=True,
         expert_comm_follows_group_sum=True,
+        experts_alltoall_needs_nvlink=True,
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",

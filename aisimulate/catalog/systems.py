@@ -32,6 +32,9 @@ class System(BaseModel):
     inter_node_gbps: float = Field(gt=0)
     pcie_gbps: float = Field(gt=0)
     p2p_latency_us: float = Field(ge=0)
+    # NCCL's small-message all-reduce latency over one node's GPUs, where measured: what an
+    # all-reduce spanning nodes pays inside them (the custom kernels need one node).
+    nccl_latency_us: float | None = Field(default=None, ge=0)
     gpus_per_node: int = Field(gt=0)
     gpus_per_rack: int | None = None
     power_w: float = Field(gt=0)

@@ -105,6 +105,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self.calibration = cal = calibration or calibration_for(system, backend)
         self._dp = shape.attention_dp
         self._comm_follows_sum = backend_profile(backend).expert_comm_follows_group_sum
+        self._alltoall_needs_nvlink = backend_profile(backend).experts_alltoall_needs_nvlink
         # Measured kernel tables: GEMM tables for the linear layers, the catalog's MoE curves for
         # the experts (None: ``KERNEL_TABLES_BY_DEFAULT``).
         self.kernel_tables = KERNEL_TABLES_BY_DEFAULT if kernel_tables is None else kernel_tables
@@ -381,6 +382,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             domain_gpus=self.system.nvlink_domain,
             gbps=self.system.inter_node_gbps,
             latency_ms=self.system.p2p_latency_us / 1000,
+            nccl_latency_ms=None if (nccl_us := self.system.nccl_latency_us) is None else nccl_us / 1000,
         )
 
     def _link_gbps(self, num_gpus: int) -> float:
@@ -412,7 +414,12 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         _, moe_ep = shape.expert_split
         # TP all-reduce after attention and after the MLP (dense or experts) of every layer.
         tp_count = 2 * m.num_layers if tp > 1 else 0
-        if m.is_moe and stage > 1 and self._dp > 1 and moe_ep > 1:
+        # TensorRT-LLM gathers instead where no all-to-all of its own can run (no more expert
+        # ranks than a token's experts, or ranks beyond one NVLink domain).
+        gathers = self._alltoall_needs_nvlink and (
+            moe_ep <= m.experts_per_token or stage > self.system.nvlink_domain
+        )
+        if m.is_moe and stage > 1 and self._dp > 1 and moe_ep > 1 and not gathers:
             # Dispatch and combine of every MoE layer, each GPU sending its share of the group's
             # tokens. Without attention DP every GPU already holds every token: experts split over
             # GPUs sum their outputs with the same all-reduce a tensor-split MLP does.
@@ -430,8 +437,10 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             # dispatched. Every layer gathers the group's tokens to the tensor-split MLP (experts
             # or dense) and reduces its output back (SGLang's padded all-gather and
             # reduce-scatter): two collectives a layer that together move the bytes of one ring
-            # all-reduce of the gathered tokens, not two all-to-alls.
-            gathered = self._ring_all_reduce(cal, m.num_layers, stage, token_bytes)
+            # all-reduce of the gathered tokens, not two all-to-alls. TensorRT-LLM's fallback
+            # from the all-to-all does the same around its MoE layers only.
+            layers = m.num_moe_layers if moe_ep > 1 else m.num_layers
+            gathered = self._ring_all_reduce(cal, layers, stage, token_bytes)
             moe_comm = Collective(per_token_ms=gathered.per_token_ms, fixed_ms=2 * gathered.fixed_ms)
             tp_count = m.num_layers if tp > 1 else 0
         else:

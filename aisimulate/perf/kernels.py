@@ -687,11 +687,17 @@ class Collective:
 @dataclass(frozen=True, slots=True)
 class Network:
     """The links between NVLink domains (nodes), which a collective over more GPUs than one domain
-    holds crosses: ``gbps`` per GPU and direction, ``latency_ms`` a crossing."""
+    holds crosses: ``gbps`` per GPU and direction, ``latency_ms`` a crossing.
+
+    ``nccl_latency_ms`` is NCCL's own all-reduce latency inside one domain (None: unmeasured). An
+    all-reduce over GPUs of several domains runs NCCL: the engines' custom all-reduce kernels,
+    which the in-domain fit prices, need every rank in one domain (TensorRT-LLM's all-reduce op
+    marks a group whose ranks span nodes as without P2P and NVLink and falls back to NCCL)."""
 
     domain_gpus: int
     gbps: float
     latency_ms: float
+    nccl_latency_ms: float | None = None
 
     def domains(self, num_gpus: int) -> int:
         return -(-num_gpus // self.domain_gpus)
@@ -708,13 +714,13 @@ def _link(num_gpus: int, link_gbps: float, network: Network | None) -> tuple[flo
 
 
 def _collective(
-    count: float, num_gpus: int, wire_bytes: float, gbps: float, fit: CollectiveFit, crossings_ms: float
+    count: float, wire_bytes: float, gbps: float, fit: CollectiveFit, latency_ms: float
 ) -> Collective:
     """``count`` collectives a pass, each moving ``wire_bytes`` a token per GPU at ``gbps`` and
-    paying the fit's latency plus its network crossings."""
+    paying ``latency_ms`` (the fit's latency plus its network crossings)."""
     return Collective(
         per_token_ms=count * wire_bytes / (bytes_per_ms(gbps) * fit.bw_eff),
-        fixed_ms=count * (fit.latency(num_gpus) + crossings_ms),
+        fixed_ms=count * latency_ms,
     )
 
 
@@ -730,14 +736,18 @@ def all_reduce(
     """Ring all-reduce: each GPU sends and receives 2(n-1)/n of the message.
 
     Over GPUs of several NVLink domains (``network``), NCCL's inter-node tree crosses the network
-    twice a level (reduce, then broadcast), each crossing ``network.latency_ms`` beyond the fit's
-    latency, which was measured inside one node."""
+    twice a level (reduce, then broadcast), each crossing ``network.latency_ms`` beyond NCCL's
+    in-domain latency where measured (``network.nccl_latency_ms``), else the fit's, which was
+    measured inside one node."""
     if num_gpus <= 1 or count == 0:
         return Collective(0.0, 0.0)
     gbps, levels = _link(num_gpus, link_gbps, network)
-    crossings_ms = 2 * levels * network.latency_ms if network is not None else 0.0
+    latency_ms = fit.latency(num_gpus)
+    if network is not None and levels:
+        inside_ms = latency_ms if network.nccl_latency_ms is None else network.nccl_latency_ms
+        latency_ms = inside_ms + 2 * levels * network.latency_ms
     wire = 2 * (num_gpus - 1) / num_gpus * bytes_per_token
-    return _collective(count, num_gpus, wire, gbps, fit, crossings_ms)
+    return _collective(count, wire, gbps, fit, latency_ms)
 
 
 def all_to_all(
@@ -756,4 +766,4 @@ def all_to_all(
     gbps, levels = _link(num_gpus, link_gbps, network)
     crossing_ms = network.latency_ms if network is not None and levels else 0.0
     wire = (num_gpus - 1) / num_gpus * bytes_per_token
-    return _collective(count, num_gpus, wire, gbps, fit, crossing_ms)
+    return _collective(count, wire, gbps, fit, fit.latency(num_gpus) + crossing_ms)

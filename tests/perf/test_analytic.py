@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from aisimulate.catalog import get_model, get_system
 from aisimulate.errors import ConfigError
 from aisimulate.perf import AnalyticPerfModel, BatchArrays, BatchShape, ParallelShape
+from aisimulate.perf.calibration import calibration_for
 
 H200 = get_system("h200_sxm")
 LLAMA8 = AnalyticPerfModel(get_model("meta-llama/Llama-3.1-8B"), H200, ParallelShape())
@@ -293,3 +294,43 @@ def test_a_worker_spanning_two_nodes_pays_the_network_latency_on_every_collectiv
     assert comm_ms(slow, 8) == comm_ms(h100, 8)
     # The crossings make the two-node worker's collectives dearer than one node's.
     assert comm_ms(h100, 16) > comm_ms(h100, 8) + 2 * 61 * 2 * 0.010
+    # Across nodes each all-reduce runs NCCL, at its measured in-node latency (``nccl_latency_us``)
+    # instead of the custom kernel's fit; inside one node the custom kernel stays.
+    slower_nccl = h100.model_copy(update={"nccl_latency_us": h100.nccl_latency_us + 100})
+    assert comm_ms(slower_nccl, 16) - comm_ms(h100, 16) == pytest.approx(2 * 61 * 0.1)
+    assert comm_ms(slower_nccl, 8) == comm_ms(h100, 8)
+
+
+def test_trtllm_gathers_the_experts_tokens_where_it_has_no_all_to_all():
+    """TensorRT-LLM's MoE runs an all-to-all only over more expert ranks than a token's 8 experts
+    inside one NVLink domain (multi-node NVLink); DEP16 over two H100 nodes, and DEP8 anywhere,
+    all-gather the group's tokens and reduce-scatter them (a ring all-reduce's bytes: twice an
+    all-to-all's at top-8 of 16 ranks); GB200's NVL72 keeps DEP16's all-to-all."""
+
+    model = get_model("deepseek-ai/DeepSeek-R1")
+
+    def moe_comm(system, ranks, fallback=True):
+        shape = ParallelShape(tp=1, attention_dp=ranks, moe_ep=ranks)
+        pm = AnalyticPerfModel(model, get_system(system), shape, backend="trtllm")
+        pm._alltoall_needs_nvlink = fallback
+        return pm._build_comm(pm.calibration)[1]
+
+    gathered, dispatched = moe_comm("h100_sxm", 16), moe_comm("h100_sxm", 16, fallback=False)
+    cal = calibration_for(get_system("h100_sxm"), "trtllm")
+    assert gathered.per_token_ms / dispatched.per_token_ms == pytest.approx(
+        2 * cal.alltoall.bw_eff / cal.allreduce.bw_eff
+    )
+    assert moe_comm("h100_sxm", 8) != moe_comm("h100_sxm", 8, fallback=False)
+    assert moe_comm("gb200", 16) == moe_comm("gb200", 16, fallback=False)
+    # DEP4: a gather moves (n-1)/n of the tokens each way, the all-to-all was priced top_k / n.
+    four, four_a2a = moe_comm("gb200", 4), moe_comm("gb200", 4, fallback=False)
+    assert four.per_token_ms < 0.6 * four_a2a.per_token_ms
+    decode_pass = AnalyticPerfModel(
+        model, get_system("h100_sxm"), ParallelShape(tp=1, attention_dp=16, moe_ep=16), backend="trtllm"
+    ).explain(decode(16, 1500))
+    assert decode_pass.comm_ms > 16.0  # DEP16 at 16 a rank: 58 x 2 gathers of 256 tokens over the network
+    # The backends that dispatch (SGLang's DeepEP, vLLM) keep the all-to-all.
+    sglang = AnalyticPerfModel(
+        model, get_system("h100_sxm"), ParallelShape(tp=1, attention_dp=16, moe_ep=16), backend="sglang"
+    )
+    assert not sglang._alltoall_needs_nvlink

@@ -136,6 +136,20 @@ def test_an_all_reduce_across_nodes_crosses_the_network_twice_a_level():
     assert ar.scalar()(3.0) == pytest.approx(float(ar.time_ms(np.float64(3.0))))
 
 
+def test_an_all_reduce_across_nodes_pays_nccls_latency_not_the_custom_kernels():
+    # Where NCCL's in-node latency is measured, a group spanning nodes pays it (the custom
+    # all-reduce the fit prices needs one node), plus the crossings; inside a node, the fit.
+    nccl = Network(domain_gpus=8, gbps=50, latency_ms=0.010, nccl_latency_ms=0.016)
+    args = dict(count=1, bytes_per_token=1e6, link_gbps=450, fit=FIT)
+    across = all_reduce(num_gpus=16, network=nccl, **args)
+    assert across.fixed_ms == pytest.approx(0.016 + 2 * 0.010)
+    assert across.per_token_ms == all_reduce(num_gpus=16, network=H100_NETWORK, **args).per_token_ms
+    assert all_reduce(num_gpus=8, network=nccl, **args) == all_reduce(num_gpus=8, **args)
+    # The all-to-all keeps its own fit's latency.
+    plain = all_to_all(num_gpus=16, network=H100_NETWORK, **args)
+    assert all_to_all(num_gpus=16, network=nccl, **args) == plain
+
+
 def test_an_all_to_all_across_nodes_crosses_the_network_once():
     a2a = all_to_all(count=2, num_gpus=16, bytes_per_token=1e6, link_gbps=450, fit=FIT, network=H100_NETWORK)
     assert a2a.per_token_ms == pytest.approx(2 * 15 / 16 * 1e6 / (50e6 * 0.5))
