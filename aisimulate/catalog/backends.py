@@ -126,6 +126,13 @@ class BackendProfile:
     # other ranks' tokens), rather than the busiest rank's times attention_dp (SGLang gathers
     # padded to the largest batch, and DeepEP's dispatch waits for the busiest sender).
     expert_comm_follows_group_sum: bool = False
+    # Under attention DP with expert parallelism, whether the experts' dispatch is an all-to-all
+    # only over more GPUs than a token selects experts: TensorRT-LLM's MoE enables its all-to-all
+    # where `moe_ep_size > experts_per_token` and otherwise all-gathers every rank's tokens and
+    # reduce-scatters the outputs (`fused_moe_wide_ep.py`, `enable_alltoall`; CUTLASS and TRTLLM
+    # MoE backends all-gather), so over a few GPUs each token reaches every other GPU once
+    # instead of once per selected expert. Not fitted.
+    expert_gather_up_to_top_k: bool = False
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -219,6 +226,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),
         decode_workers_overlap_overhead=True,
         expert_comm_follows_group_sum=True,
+        expert_gather_up_to_top_k=True,
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",

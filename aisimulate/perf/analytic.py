@@ -416,10 +416,15 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             # Dispatch and combine of every MoE layer, each GPU sending its share of the group's
             # tokens. Without attention DP every GPU already holds every token: experts split over
             # GPUs sum their outputs with the same all-reduce a tensor-split MLP does.
+            # A token travels once per selected expert, or, where the engine all-gathers over a
+            # group no larger than a token's experts, once to every other GPU.
+            copies = m.experts_per_token
+            if backend_profile(self.backend).expert_gather_up_to_top_k:
+                copies = min(copies, stage)
             moe_comm = all_to_all(
                 count=2 * m.num_moe_layers,
                 num_gpus=stage,
-                bytes_per_token=token_bytes * m.experts_per_token / stage,
+                bytes_per_token=token_bytes * copies / stage,
                 link_gbps=self.system.nvlink_gbps,
                 fit=cal.alltoall,
                 network=self._network,
