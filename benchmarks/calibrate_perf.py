@@ -50,6 +50,12 @@ BOUNDS = {
         "per_request_ms": (0.0, 0.01),
         "min_pair_dims": (0.0, 512.0),
     },
+    "context_mla": {
+        "compute_eff": (0.02, 1.0),
+        "kv_half": (0.0, 8192.0),
+        "t0_ms": (0.0, 0.1),
+        "per_request_ms": (0.0, 0.01),
+    },
     "generation_attention": {"mem_eff": (0.05, 1.0), "t0_ms": (0.0, 0.1), "per_request_ms": (0.0, 0.01)},
     "moe": {
         "e_max": (0.02, 1.0),
@@ -121,10 +127,15 @@ def fit_pair_dims(data_dir: Path, fits: dict[str, dict]) -> None:
         print(f"fitted {family:21s} {system:9s} {backend:6s} {dtype:9s} n={len(points):3d} {entry}")
 
 
-def fit_kernels(data_dir: Path, gemm_only: frozenset[str] = frozenset()) -> dict[str, dict]:
-    """Every family's fits; with ``gemm_only``, only those weight formats' GEMM fits."""
+def fit_kernels(
+    data_dir: Path, gemm_only: frozenset[str] = frozenset(), families: frozenset[str] = frozenset()
+) -> dict[str, dict]:
+    """Every family's fits; with ``gemm_only``, only those weight formats' GEMM fits; with
+    ``families``, only those families' fits."""
     groups: dict[tuple, list] = defaultdict(list)
     for point in load_points(data_dir):
+        if families and point.family not in families:
+            continue
         if not gemm_only or (point.family == "gemm" and point.dtype in gemm_only):
             groups[point.group].append(point)
     fits: dict[str, dict] = defaultdict(dict)
@@ -146,6 +157,8 @@ def fit_kernels(data_dir: Path, gemm_only: frozenset[str] = frozenset()) -> dict
         entry = fits[f"{system}/{backend}"]
         if family in ("gemm", "moe"):
             entry.setdefault(family, {})[fit_key(points[0], get_system(system))] = params
+        elif family == "context_mla":  # by KV-cache format
+            entry.setdefault(family, {})[dtype] = params
         else:
             entry[family] = params
         print(f"fitted {family:21s} {system:9s} {backend:6s} {dtype:9s} n={len(points):3d} {params}")
@@ -178,6 +191,12 @@ def main() -> None:
         help="refit only the prefill attention fits' min_pair_dims (and the curves), keeping every "
         "other fitted constant as it is",
     )
+    parser.add_argument(
+        "--mla-only",
+        action="store_true",
+        help="refit only the MLA prefill fits (context_mla_points.csv) and the curves, keeping every "
+        "other fitted constant as it is",
+    )
     args = parser.parse_args()
     # The end-to-end entries belong to calibrate_e2e.py, which runs after this script.
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
@@ -187,6 +206,10 @@ def main() -> None:
     elif args.pair_dims_only:
         fits = previous["fits"]
         fit_pair_dims(args.data, fits)
+    elif args.mla_only:
+        fits = previous["fits"]
+        for key, entry in fit_kernels(args.data, families=frozenset({"context_mla"})).items():
+            fits.setdefault(key, {})["context_mla"] = entry["context_mla"]
     elif gemm_only:
         fits = previous["fits"]
         for key, entry in fit_kernels(args.data, gemm_only).items():
@@ -203,6 +226,8 @@ def main() -> None:
             "moe_curve_points.csv: DeepSeek-V3/R1's experts); moe_catalog_curves: every other catalog "
             "MoE shape in moe_curve_points.csv (h100_sxm, h200_sxm, b200_sxm, b300_sxm, gb200, gb300), "
             "used with kernel_tables on; "
+            "context_mla: TRT-LLM's MLA prefill kernels per KV-cache format (context_mla_points.csv, "
+            "h100_sxm, h200_sxm, b200_sxm, b300_sxm, gb200, gb300; benchmarks/extract_mla_points.py); "
             "per-pass overheads and e2e_fit by benchmarks/calibrate_e2e.py to end-to-end H100 "
             "serving benchmarks (e2e_measured_h100.csv), fitted on the models in e2e_fit.models only."
         ),

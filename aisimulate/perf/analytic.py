@@ -53,6 +53,7 @@ from aisimulate.perf.kernels import (
     gemm_roofline,
     generation_attention,
     linear_attention,
+    mla_context_math,
     moe_block,
     sparse_attention,
 )
@@ -279,6 +280,14 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             sliding_window=m.sliding_window,
         )
         context = context_attention(qk_dim=m.qk_head_dim, v_dim=m.v_dim, fit=cal.context_attention, **common)
+        mla_fit = cal.context_mla.get(self.kv_dtype) if m.is_mla and not m.is_sparse_attention else None
+        if mla_fit is not None:
+            # The system's own measured MLA prefill kernel, at the math of its KV cache's format.
+            mla_common = {
+                **common,
+                "peak_tflops": self.system.tflops[mla_context_math(self.kv_dtype, self.system.math_dtypes)],
+            }
+            context = context_attention(qk_dim=m.qk_head_dim, v_dim=m.v_dim, fit=mla_fit, **mla_common)
         if m.is_mla:
             # Absorbed MLA decode: scores against the latent + rope key, then values in the latent.
             flops = 2 * heads_r * (2 * m.kv_lora_rank + m.qk_rope_head_dim)

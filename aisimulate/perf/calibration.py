@@ -83,6 +83,10 @@ class Calibration:
     # The other catalog MoE shapes' measured curves, same layout: measured kernel tables, used
     # with the analytic model's ``kernel_tables`` switch on.
     catalog_moe_curves: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
+    # MLA prefill attention by KV-cache format, fitted on the system's own measured MLA context
+    # kernels (TRT-LLM's; DeepSeek-V3's geometry); a model or format without one takes
+    # ``context_attention``, fitted on GQA heads of 128 dimensions.
+    context_mla: dict[str, AttentionFit] = field(default_factory=dict)
 
     def gemm_fit(self, math_dtype: str, weight_dtype: str | None = None) -> GemmFit:
         """The format's own fit when one was measured, else the math dtype's."""
@@ -147,6 +151,7 @@ def calibration_from_entry(
         overhead=_make(OverheadFit, overhead),
         moe_curves=_curves(curves),
         catalog_moe_curves=_curves(catalog_curves or {}),
+        context_mla={k: _make(AttentionFit, v) for k, v in entry.get("context_mla", {}).items()},
     )
 
 
@@ -167,7 +172,12 @@ def calibration_for(system: System, backend: str) -> Calibration:
         # generation's fill in the rest.
         stand_in = f"{proxy_system(system)}/{kernel_backend}"
         entry = {**fits[stand_in], "gemm": {**fits[stand_in]["gemm"], **own_fits.get("gemm", {})}}
-        owned = ", ".join(f"gemm {k}" for k in sorted(own_fits.get("gemm", {})))
+        if "context_mla" in own_fits:
+            entry["context_mla"] = own_fits["context_mla"]
+        owned = ", ".join(
+            [f"gemm {k}" for k in sorted(own_fits.get("gemm", {}))]
+            + [f"context_mla {k}" for k in sorted(own_fits.get("context_mla", {}))]
+        )
         source = f"{stand_in} (stand-in for {system.name}" + (f"; own {owned}: {key})" if owned else ")")
     overhead = data.get("overhead", {}).get(backend)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aisimulate.catalog.dtypes import WEIGHT_BYTES_PER_PARAM, math_dtype
+from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.catalog.systems import System, get_system
 from aisimulate.perf.calibration import calibration_for, gemm_fit_key, moe_curve_key, moe_fit_key
 from aisimulate.perf.kernels import (
@@ -26,10 +26,19 @@ from aisimulate.perf.kernels import (
     context_attention,
     gemm_roofline,
     generation_attention,
+    mla_context_math,
     moe_block,
 )
 
-FAMILIES = ("gemm", "context_attention", "generation_attention", "moe", "allreduce", "alltoall")
+FAMILIES = (
+    "gemm",
+    "context_attention",
+    "context_mla",
+    "generation_attention",
+    "moe",
+    "allreduce",
+    "alltoall",
+)
 
 # MoE kernels are measured twice: with tokens spread evenly over the experts and with a
 # power-law skew. A served model's router is skewed (popular experts get more tokens), and
@@ -115,6 +124,13 @@ def load_points(data_dir: str | Path) -> list[Point]:
                 continue
             dtype = _DTYPES[row.get("dtype") or row.get("moe_dtype") or "bfloat16"]
             points.append(Point(family, row["system"], row["backend"], dtype, float(row["latency_ms"]), row))
+    # TRT-LLM's MLA prefill kernels (``benchmarks/extract_mla_points.py``), grouped by KV format.
+    for row in _rows(data_dir / "context_mla_points.csv"):
+        points.append(
+            Point(
+                "context_mla", row["system"], row["backend"], row["kv_dtype"], float(row["latency_ms"]), row
+            )
+        )
     for row in _rows(data_dir / "allreduce_points.csv"):
         if row["kernel_source"] == _ALLREDUCE_KERNELS.get(row["backend"]):
             points.append(
@@ -256,11 +272,12 @@ def _predict_mla(point: Point, fit: Any, system: System) -> float:
     latent + rope cache."""
     row = point.row
     heads, batch = _i(row, "num_heads"), _i(row, "batch")
+    kv = row.get("kv_dtype", "bf16")
     common = dict(
         num_layers=1,
         num_heads=heads,
-        kv_bytes_per_token_layer=(MLA_KV_LORA_RANK + MLA_ROPE_DIM) * 2,
-        peak_tflops=system.tflops["bf16"],
+        kv_bytes_per_token_layer=(MLA_KV_LORA_RANK + MLA_ROPE_DIM) * KV_BYTES_PER_ELEMENT[kv],
+        peak_tflops=system.tflops[mla_context_math(kv, system.math_dtypes)],
         hbm_gbps=system.hbm_gbps,
         fit=fit,
     )
@@ -278,6 +295,7 @@ def _predict_mla(point: Point, fit: Any, system: System) -> float:
 FIT_TYPES: dict[str, type] = {
     "gemm": GemmFit,
     "context_attention": AttentionFit,
+    "context_mla": AttentionFit,
     "generation_attention": AttentionFit,
     "moe": MoeFit,
     "allreduce": CollectiveFit,
@@ -343,7 +361,10 @@ def calibrated_fit(point: Point) -> Any:
         return cal.gemm_fit(math, point.dtype)
     if point.family == "moe":
         return cal.moe_fit(point.dtype, math)
-    # MLA kernels are priced with the attention fits, as the analytic model does.
+    # MLA kernels are priced with the system's MLA prefill fit where it has one, else with the
+    # attention fits, as the analytic model does.
+    if point.family == "context_mla" and point.dtype in cal.context_mla:
+        return cal.context_mla[point.dtype]
     return getattr(cal, point.family.replace("_mla", "_attention"))
 
 
@@ -360,6 +381,7 @@ def relative_errors(points: list[Point]) -> dict[tuple[str, str], list[float]]:
 TARGETS = {
     "gemm": 0.10,
     "context_attention": 0.15,
+    "context_mla": 0.15,
     "generation_attention": 0.15,
     "allreduce": 0.20,
     "alltoall": 0.20,

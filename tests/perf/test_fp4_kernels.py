@@ -63,7 +63,10 @@ def test_a_decode_sized_nvfp4_gemm_on_b300_is_its_measurement(nvfp4_points):
 
 def test_b300_keeps_its_nvfp4_fit_and_borrows_the_rest():
     b300, b200 = (calibration_for(get_system(s), "trtllm") for s in ("b300_sxm", "b200_sxm"))
-    assert b300.source == "b200_sxm/trtllm (stand-in for b300_sxm; own gemm nvfp4: b300_sxm/trtllm)"
+    assert b300.source == (
+        "b200_sxm/trtllm (stand-in for b300_sxm; own gemm nvfp4, context_mla bf16, context_mla fp8: "
+        "b300_sxm/trtllm)"
+    )
     assert b300.gemm["nvfp4"] != b200.gemm["nvfp4"]
     assert b300.gemm["bf16"] == b200.gemm["bf16"] and b300.context_attention == b200.context_attention
     # SGLang reads vLLM's kernel fits, this one included.
