@@ -118,7 +118,7 @@ class BackendProfile:
     # their TP8 workers, e.g. srt-slurm's recipes/trtllm/b200-fp8/8k1k/stp/
     # ctx1_gen6_tp8_batch16_eplb0_mtp0_96.yaml); AIConfigurator measures block-scaled FP8 experts
     # on Blackwell with DeepGEMM only, whose tensor split (256 intermediate columns a GPU at TP8)
-    # costs 1.5-2.2x its expert split of the same GPUs. Up to "a few hundred tokens" a
+    # costs 1.4-2.2x its expert split of the same GPUs. Up to "a few hundred tokens" a
     # tensor-split MoE layer is bound by reading its weights (TensorRT-LLM tech blog 24, "MoE as
     # Dense GEMM"), as many bytes a GPU as under an expert split; beyond, where the kernel's own
     # math efficiency decides, the measured tensor split keeps its price (512: the last grid
