@@ -110,6 +110,21 @@ class BackendProfile:
     # TensorRT-LLM's "Deploying GPT-OSS on TensorRT-LLM" guide, "Using the MXFP4 checkpoints").
     # AIConfigurator's database measures both; at decode sizes the W4A8 kernel is 2-4x faster.
     blackwell_expert_kernels: tuple[tuple[str, str], ...] = ()
+    # Expert formats whose tensor-split MoE kernel this backend runs on Blackwell is not the one
+    # measured at that split, with the most tokens a pass may route for it to be priced by the
+    # measured expert-parallel curve over as many GPUs instead. TensorRT-LLM runs DeepSeek's
+    # block-scaled FP8 experts on its own MoE backend there (InferenceX's Blackwell FP8
+    # disaggregated recipes set `moe_config.backend: TRTLLM`, `moe_expert_parallel_size: 1` on
+    # their TP8 workers, e.g. srt-slurm's recipes/trtllm/b200-fp8/8k1k/stp/
+    # ctx1_gen6_tp8_batch16_eplb0_mtp0_96.yaml); AIConfigurator measures block-scaled FP8 experts
+    # on Blackwell with DeepGEMM only, whose tensor split (256 intermediate columns a GPU at TP8)
+    # costs 1.4-2.2x its expert split of the same GPUs. Up to "a few hundred tokens" a
+    # tensor-split MoE layer is bound by reading its weights (TensorRT-LLM tech blog 24, "MoE as
+    # Dense GEMM"), as many bytes a GPU as under an expert split; beyond, where the kernel's own
+    # math efficiency decides, the measured tensor split keeps its price (512: the last grid
+    # point of the measured curves in that range; docs/fidelity.md, "B300 FP8 tensor-split
+    # experts").
+    tensor_split_experts_as_expert_parallel: tuple[tuple[str, int], ...] = ()
     # Whether a disaggregated deployment's decode workers hide the fitted per-pass overhead
     # behind the kernels (a pass lasts max(kernels, overhead), as under vLLM's asynchronous
     # scheduling): TensorRT-LLM's overlap scheduler prepares step n+1 while the GPU runs step n
@@ -147,6 +162,14 @@ class BackendProfile:
         if sm_version >= 100:
             return dict(self.blackwell_expert_kernels).get(weight_dtype, weight_dtype)
         return weight_dtype
+
+    def expert_parallel_price_up_to_tokens(self, kernel_format: str, sm_version: int) -> int:
+        """The most routed tokens at which experts of ``kernel_format`` split by tensor parallelism
+        take the expert-parallel curve of as many GPUs (0: never;
+        ``tensor_split_experts_as_expert_parallel``)."""
+        if sm_version < 100:
+            return 0
+        return dict(self.tensor_split_experts_as_expert_parallel).get(kernel_format, 0)
 
 
 BACKEND_PROFILES: dict[str, BackendProfile] = {
@@ -225,6 +248,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         eager_layer_ms=1.5,
         balances_attention_dp=True,
         blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),
+        tensor_split_experts_as_expert_parallel=(("fp8_block", 512),),
         decode_workers_overlap_overhead=True,
         expert_comm_follows_group_sum=True,
         experts_alltoall_needs_nvlink=True,

@@ -341,9 +341,8 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         if not m.is_moe:
             return None
         moe_tp, moe_ep = self.shape.expert_split
-        dtype = backend_profile(self.backend).expert_kernel_format(
-            m.linear_dtype(expert=True), self.system.sm_version
-        )
+        profile = backend_profile(self.backend)
+        dtype = profile.expert_kernel_format(m.linear_dtype(expert=True), self.system.sm_version)
         curves = {**cal.moe_curves, **cal.catalog_moe_curves} if self.kernel_tables else cal.moe_curves
         geometry = (m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts)
         curve = curves.get(moe_curve_key(dtype, *geometry, moe_tp, moe_ep))
@@ -359,6 +358,14 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             # only (TRT-LLM's W4A8 MXFP4 experts): a tensor split over the same GPUs reads and
             # computes as much per GPU.
             curve = curves.get(moe_curve_key(dtype, *geometry, 1, moe_tp * moe_ep))
+        weight_bound_tokens = profile.expert_parallel_price_up_to_tokens(dtype, self.system.sm_version)
+        expert_parallel = curves.get(moe_curve_key(dtype, *geometry, 1, moe_tp * moe_ep))
+        if moe_tp > 1 and weight_bound_tokens and expert_parallel is not None:
+            # The backend's tensor-split kernel is not the one measured at this split (TRT-LLM's
+            # own FP8-block MoE backend on Blackwell, measured only as DeepGEMM): while the layer
+            # is bound by its weights it reads as many bytes a GPU as an expert split of the same
+            # GPUs; beyond, the measured tensor split.
+            curve = _spliced(expert_parallel, curve, weight_bound_tokens)
         if curve is None and dtype not in cal.moe:
             # A format with no fit of its own (it borrows its math dtype's) not measured at this
             # expert count either (TRT-LLM's low-latency NVFP4 kernel, which its Kimi-K2.5
@@ -727,6 +734,21 @@ def _other_expert_count(
         return None
     nearest = min(counts, key=lambda n: (abs(math.log(n / num_experts)), -n))
     return curves[moe_curve_key(dtype, hidden, inter, top_k, nearest, moe_tp, moe_ep)]
+
+
+def _spliced(
+    low: tuple[tuple[float, ...], tuple[float, ...]],
+    high: tuple[tuple[float, ...], tuple[float, ...]] | None,
+    up_to_tokens: int,
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The curve ``low`` at token counts up to ``up_to_tokens`` and ``high`` beyond (linear in
+    between, as any measured curve): ``low`` alone where ``high`` is None."""
+    if high is None:
+        return low
+    points = [(t, ms) for t, ms in zip(*low, strict=True) if t <= up_to_tokens]
+    points += [(t, ms) for t, ms in zip(*high, strict=True) if t > up_to_tokens]
+    tokens, per_layer_ms = zip(*points, strict=True)
+    return tuple(tokens), tuple(per_layer_ms)
 
 
 def _any_tensor_split(curves: dict[str, Any], unsplit_key: str) -> bool:

@@ -82,3 +82,13 @@ def test_trtllm_runs_mxfp4_experts_as_w4a8_on_blackwell_only():
     assert trtllm.expert_kernel_format("nvfp4", get_system("gb200").sm_version) == "nvfp4"
     for other in ("vllm", "sglang"):  # their Blackwell MXFP4 kernels keep bf16 activations
         assert backend_profile(other).expert_kernel_format("mxfp4", 100) == "mxfp4"
+
+
+def test_trtllm_prices_weight_bound_tensor_split_fp8_block_experts_as_expert_parallel_on_blackwell():
+    trtllm = backend_profile("trtllm")
+    blackwell, hopper = get_system("b300_sxm").sm_version, get_system("h100_sxm").sm_version
+    assert trtllm.expert_parallel_price_up_to_tokens("fp8_block", blackwell) == 512
+    assert trtllm.expert_parallel_price_up_to_tokens("fp8_block", hopper) == 0
+    assert trtllm.expert_parallel_price_up_to_tokens("nvfp4", blackwell) == 0
+    for other in ("vllm", "sglang"):
+        assert backend_profile(other).expert_parallel_price_up_to_tokens("fp8_block", blackwell) == 0

@@ -33,7 +33,8 @@ def _moe_point(system: str, backend: str, dtype: str, moe_tp: int, moe_ep: int, 
     [
         # gb200 borrows B200's kernel fits but interpolates its own measured experts.
         (DSV3, "gb200", "trtllm", ParallelShape(tp=8, moe_ep=8), "fp8_block", (1, 8)),
-        (DSV3, "gb200", "trtllm", ParallelShape(tp=8, moe_tp=8), "fp8_block", (8, 1)),
+        # TRT-LLM's own MoE backend runs the tensor split on Blackwell: the expert split's price.
+        (DSV3, "gb200", "trtllm", ParallelShape(tp=8, moe_tp=8), "fp8_block", (1, 8)),
         (DSV3, "b300_sxm", "sglang", ParallelShape(tp=8, moe_tp=8), "fp8_block", (8, 1)),
         (DSV3, "h100_sxm", "trtllm", ParallelShape(tp=1, attention_dp=8, moe_ep=8), "fp8_block", (1, 8)),
         ("nvidia/DeepSeek-V3-0324-FP4", "gb200", "trtllm", ParallelShape(tp=8, moe_ep=8), "nvfp4", (1, 8)),
@@ -52,8 +53,8 @@ def test_deepseek_decode_moe_is_its_measured_kernel(model, system, backend, shap
 
 def test_deepseek_moe_between_measured_counts_is_interpolated():
     ds = get_model(DSV3)
-    perf = AnalyticPerfModel(ds, get_system("gb200"), ParallelShape(tp=8, moe_tp=8), backend="trtllm")
-    low, high = (_moe_point("gb200", "trtllm", "fp8_block", 8, 1, t) for t in (16, 32))
+    perf = AnalyticPerfModel(ds, get_system("gb200"), ParallelShape(tp=8, moe_ep=8), backend="trtllm")
+    low, high = (_moe_point("gb200", "trtllm", "fp8_block", 1, 8, t) for t in (16, 32))
     moe = perf.explain(BatchShape(decode_requests=24, decode_context_tokens=24 * 1024)).moe_ms
     assert moe == pytest.approx(ds.num_moe_layers * (low + high) / 2, rel=1e-9)
 
