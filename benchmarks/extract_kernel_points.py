@@ -18,7 +18,12 @@ and rewrites the ``*_points.csv`` files of ``benchmarks/data/calibration/``:
 
     pip install -e ".[aic]"
     python benchmarks/extract_kernel_points.py [--db DIR] [--out benchmarks/data/kernel_db]
-        [--tables-out aisimulate/perf/data/kernel_tables.json]
+        [--tables-out aisimulate/perf/data/kernel_tables.json] [--curves-only]
+
+``--curves-only`` rewrites ``moe_curve_points.csv`` alone (its DeepEP rows, which
+``extract_moe_points.py`` adds, are kept); ``calibrate_perf.py`` then rebuilds the curves of
+``calibration.json`` from it. DeepSeek-V3/R1's experts are taken at AIConfigurator's DeepSeek
+routing skew, the other shapes at its generic one (``aisimulate.perf.points.curve_routing``).
 
 It also writes the kernel tables the analytic model interpolates (``--tables-out``): GEMM per
 system, backend and weight format, the fastest kernel's latency on a grid of token counts (powers
@@ -46,6 +51,7 @@ from typing import Any
 
 from aisimulate.catalog import get_model, list_models, list_systems
 from aisimulate.catalog.backends import BACKEND_PROFILES
+from aisimulate.perf.points import DEEPSEEK_MOE_ROUTING, curve_routing
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "kernel_db"
@@ -366,7 +372,10 @@ def moe_curve_runs(db: Path, system: str, backend: str, models: dict) -> dict[tu
     """Per (format, hidden, width, top-k, experts, tokens, moe_tp, moe_ep) of the catalog's expert
     shapes, each kernel's median latency in the backend's reference version
     (``CURVE_VERSIONS``), else the version that measured the shape most (newer on a tie)."""
-    where = {"distribution": frozenset({MOE_ROUTING}), "moe_dtype": frozenset(MOE_DTYPES)}
+    where = {
+        "distribution": frozenset({MOE_ROUTING, DEEPSEEK_MOE_ROUTING}),
+        "moe_dtype": frozenset(MOE_DTYPES),
+    }
     by_shape: dict[tuple, dict[str, list[Row]]] = {}
     for version, rows in tables(db, system, "moe", backend, "moe_perf", where):
         for r in rows:
@@ -379,7 +388,8 @@ def moe_curve_runs(db: Path, system: str, backend: str, models: dict) -> dict[tu
             on_grid = tokens in (EVERY_SPLIT_TOKENS if every else CURVE_POINT_TOKENS)
             small = tp * ep <= CURVE_MAX_GPUS[every] and (every or min(tp, ep) == 1)
             gated = "nongated" not in str(r["kernel_source"])
-            if shape in models and on_grid and small and gated and r["distribution"] == MOE_ROUTING:
+            routed = r["distribution"] == curve_routing(shape)
+            if shape in models and on_grid and small and gated and routed:
                 by_shape.setdefault(shape, {}).setdefault(version, []).append(r)
     out: dict[tuple, dict[str, float]] = {}
     for shape, versions in sorted(by_shape.items()):
@@ -425,7 +435,8 @@ def moe_curve_points(
             {"system": system, "backend": backend, "kernel_source": kernel, "moe_dtype": dtype}
             | {"num_tokens": tokens, "hidden": hidden, "inter": inter, "topk": topk}
             | {"num_experts": experts, "moe_tp": moe_tp, "moe_ep": moe_ep}
-            | {"distribution": MOE_ROUTING, "latency_ms": round(latency, 6)}
+            | {"distribution": curve_routing((dtype, hidden, inter, topk, experts))}
+            | {"latency_ms": round(latency, 6)}
         )
     return out
 
@@ -472,6 +483,30 @@ def allreduce_table(rows: list[Row]) -> dict[str, dict[str, list[float]]]:
     return out
 
 
+def curve_rows(db: Path, system: str, backend: str, models: dict) -> list[Row]:
+    """The MoE curve points of one system and backend (``moe_curve_points``), TRT-LLM's with the
+    sibling system's min-latency kernel where its own database lacks it."""
+    runs = moe_curve_runs(db, system, backend, models)
+    sibling = MIN_LATENCY_SIBLINGS.get(system)
+    if backend == "trtllm" and sibling and (db / sibling).is_dir():
+        runs = with_sibling_min_latency(runs, moe_curve_runs(db, sibling, backend, models), sibling)
+    return moe_curve_points(db, system, backend, models, runs)
+
+
+def write_curves(path: Path, curves: list[Row]) -> None:
+    """``moe_curve_points.csv``: the curve rows, then the DeepEP rows ``extract_moe_points.py``
+    added to the file (kept as they are)."""
+    deepep: list[dict[str, str]] = []
+    if path.exists():
+        with path.open(newline="") as fh:
+            deepep = [r for r in csv.DictReader(fh) if r["kernel_source"].startswith("deepepmoe_")]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(curves[0]), extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(curves)
+        writer.writerows(deepep)
+
+
 def extract(
     db: Path, systems: Iterable[str] | None = None
 ) -> tuple[dict[str, list[Row]], dict[str, dict[str, Any]], list[Row]]:
@@ -502,11 +537,7 @@ def extract(
             for stem, rows in parts.items():
                 files.setdefault(stem, []).extend(rows)
             allreduce_tables[f"{system}/{backend}"] = allreduce_table(parts["allreduce_points"])
-            runs = moe_curve_runs(db, system, backend, models)
-            sibling = MIN_LATENCY_SIBLINGS.get(system)
-            if backend == "trtllm" and sibling and (db / sibling).is_dir():
-                runs = with_sibling_min_latency(runs, moe_curve_runs(db, sibling, backend, models), sibling)
-            curves.extend(moe_curve_points(db, system, backend, models, runs))
+            curves.extend(curve_rows(db, system, backend, models))
             print(f"{system:10s} {backend:6s} " + " ".join(f"{k[:-7]}={len(v)}" for k, v in parts.items()))
         files.setdefault("nccl_points", []).extend(nccl_points(db, system))
     return files, {"gemm": gemm_tables, "allreduce": allreduce_tables}, curves
@@ -562,13 +593,21 @@ def main() -> None:
     parser.add_argument("--tables-out", type=Path, default=DEFAULT_TABLES)
     parser.add_argument("--curves-out", type=Path, default=DEFAULT_CURVES)
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated system names")
+    parser.add_argument(
+        "--curves-only", action="store_true", help="rewrite the MoE curve points only (--curves-out)"
+    )
     args = parser.parse_args()
-    files, kernel_tables, curves = extract(args.db or default_db(), args.systems.split(","))
+    db = args.db or default_db()
+    if args.curves_only:
+        models = catalog_moe_shapes()
+        systems = [s for s in args.systems.split(",") if (db / s).is_dir()]
+        curves = [row for s in systems for b in BACKENDS for row in curve_rows(db, s, b, models)]
+        write_curves(args.curves_out, curves)
+        print(f"{args.curves_out}: {len(curves)} curve rows")
+        return
+    files, kernel_tables, curves = extract(db, args.systems.split(","))
     write(files, args.out)
-    with args.curves_out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(curves[0]))
-        writer.writeheader()
-        writer.writerows(curves)
+    write_curves(args.curves_out, curves)
     write_kernel_tables(kernel_tables, args.tables_out)
     print(", ".join(f"{stem}: {len(rows)}" for stem, rows in files.items()))
 

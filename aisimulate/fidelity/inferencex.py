@@ -34,6 +34,11 @@ TABLE = Path(__file__).parent / "data" / "inferencex_disagg.json"
 # TensorRT-LLM recipe names (NVIDIA/srt-slurm, e.g. ``ctx1_gen4_tep8_batch16_eplb0_mtp0.yaml``)
 # carry the decode workers' ``max_batch_size`` (per attention-DP rank) as ``batch<N>``.
 RECIPE_BATCH = re.compile(r"_batch(\d+)(?:_|\.|$)")
+# They also name the decode workers' split (``gen4_tep8``: tensor-parallel attention, experts over
+# the 8 GPUs; ``gen1_dep32``: attention data-parallel over the 32 GPUs; the recipes set the decode
+# role's ``enable_attention_dp`` to match), which is what ran where the config's ``dp-attn`` field
+# says otherwise.
+RECIPE_DECODE_SPLIT = re.compile(r"(?:^|_)gen\d+_(tep|dep)\d+(?:_|\.|$)")
 # Launch scripts that fix a worker's split whatever the config's ``tp``/``ep``/``dp-attn`` say.
 # InferenceX's December SGLang GB200 configs pick Dynamo's
 # ``examples/backends/sglang/slurm_jobs/scripts/gb200-fp{4,8}/disagg/<SCRIPT_MODE>.sh`` (their
@@ -135,10 +140,15 @@ class Entry:
 
     def shapes(self) -> tuple[WorkerShape, WorkerShape]:
         """(prefill, decode) as launched: the config's split, or plain tensor parallelism where the
-        entry's launch script fixes that (``TENSOR_PARALLEL_SCRIPTS``)."""
+        entry's launch script fixes that (``TENSOR_PARALLEL_SCRIPTS``); a TensorRT-LLM recipe
+        naming its decode workers TEP or DEP (``RECIPE_DECODE_SPLIT``) sets their attention DP."""
         if self.recipe in TENSOR_PARALLEL_SCRIPTS:
             return self.prefill.tensor_parallel(), self.decode.tensor_parallel()
-        return self.prefill.shape(), self.decode.shape()
+        decode = self.decode
+        named = recipe_decode_attention_dp(self.recipe)
+        if named is not None and named != decode.attention_dp:
+            decode = replace(decode, attention_dp=named)
+        return self.prefill.shape(), decode.shape()
 
     @property
     def ran(self) -> tuple[RoleEntry, RoleEntry, str, int | None]:
@@ -168,6 +178,13 @@ def recipe_max_batch(recipe: str) -> int | None:
     """The decode ``max_batch_size`` a recipe's name declares (``..._batch16_...``), or None."""
     found = RECIPE_BATCH.search(recipe)
     return int(found[1]) if found else None
+
+
+def recipe_decode_attention_dp(recipe: str) -> bool | None:
+    """Whether a recipe's name declares attention-DP decode workers (``..._gen1_dep32_...``:
+    True; ``..._gen4_tep8_...``: False), or None where it names neither."""
+    found = RECIPE_DECODE_SPLIT.search(recipe)
+    return None if found is None else found[1] == "dep"
 
 
 @dataclass(frozen=True, slots=True)

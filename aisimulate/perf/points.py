@@ -45,6 +45,22 @@ FAMILIES = (
 # AIConfigurator prices MoE models with the same power law (alpha 1.2) by default; the balanced
 # points are a best case real traffic does not reach, so the fits see the skewed ones only.
 MOE_ROUTING = "power_law_1.2"
+# DeepSeek-V3/R1's experts (the default curves of ``DEFAULT_CURVE_SHAPES`` at their 7168 x 2048,
+# top-8 of 256 geometry; Kimi-K2.5 borrows them) are measured at the skew AIConfigurator prices
+# that architecture with: its DeepSeek model routes at alpha 1.01 (``sdk/models/deepseek.py`` of
+# aiconfigurator-core 0.12, ``_power_law_alpha``), its generic MoE model at 1.2. The steeper skew
+# overloads one expert-parallel rank at wide splits (EP32: 0.093 against 0.065 ms a layer at 512
+# tokens, NVFP4 on gb200) and leaves fewer experts to read at narrow ones (EP8: 0.080 against 0.088
+# ms at 32 tokens).
+DEEPSEEK_MOE_ROUTING = "power_law_1.01"
+DEEPSEEK_EXPERTS = frozenset({("fp8_block", 7168, 2048, 8, 256), ("nvfp4", 7168, 2048, 8, 256)})
+
+
+def curve_routing(shape: tuple[str, int, int, int, int]) -> str:
+    """The routing skew a measured MoE curve of this (format, hidden, width, top-k, experts) is
+    taken at."""
+    return DEEPSEEK_MOE_ROUTING if shape in DEEPSEEK_EXPERTS else MOE_ROUTING
+
 
 _DTYPES = {
     "bfloat16": "bf16",
@@ -108,7 +124,7 @@ def load_curve_points(data_dir: str | Path) -> list[Point]:
     backend (``moe_curves``); no fit sees them."""
     points: list[Point] = []
     for row in _rows(Path(data_dir) / "moe_curve_points.csv"):
-        if row["distribution"] == MOE_ROUTING:
+        if row["distribution"] in (MOE_ROUTING, DEEPSEEK_MOE_ROUTING):
             dtype = _DTYPES[row["moe_dtype"]]
             points.append(Point("moe", row["system"], row["backend"], dtype, float(row["latency_ms"]), row))
     return points

@@ -11,6 +11,7 @@ from aisimulate.fidelity.inferencex import (
     WorkerShape,
     bundled_entries,
     parse_table,
+    recipe_decode_attention_dp,
     recipe_max_batch,
     resolve,
     same_image,
@@ -116,6 +117,35 @@ def test_a_resolved_row_carries_its_recipes_decode_batch():
     entries = parse_table({"configs": [TABLE["configs"][0] | {"entries": [entry]}]})
     assert _resolve(180, 32, entries=entries).decode_max_batch == 4
     assert _resolve(180, 32).decode_max_batch is None  # a_mtp3.yaml names none
+
+
+@pytest.mark.parametrize(
+    ("recipe", "attention_dp"),
+    [
+        ("ctx1_gen4_tep8_batch16_eplb0_mtp0.yaml", False),
+        ("c8_ctx1_gen6_tep8_batch16_eplb0_mtp0.yaml", False),
+        ("ctx2_gen1_dep32_batch8_eplb0_mtp0.yaml", True),
+        ("ctx1_gen3_tp8_batch1024_eplb0_mtp0.yaml", None),
+        ("8k1k-low-latency.sh", None),
+        ("", None),
+    ],
+)
+def test_the_recipe_name_gives_the_decode_split(recipe, attention_dp):
+    assert recipe_decode_attention_dp(recipe) is attention_dp
+
+
+def test_a_recipe_naming_tep_decode_workers_runs_them_without_attention_dp():
+    # InferenceX's 8k/1k FP4 GB200 config marks ctx1_gen4_tep8_batch16's decode workers dp-attn;
+    # the recipe it launches names them TEP8, and its 4 x 16 slots are what the rows' waits show.
+    entry = _entry([44], (1, 4, 4, True), (4, 8, 8, True), recipe="ctx1_gen4_tep8_batch16_eplb0_mtp0.yaml")
+    entries = parse_table({"configs": [TABLE["configs"][0] | {"entries": [entry]}]})
+    found = _resolve(44, 8, entries=entries)
+    assert found.decode == WorkerShape(workers=4, tp=8, attention_dp=1, moe_tp=1, moe_ep=8)
+    assert found.decode_max_batch == 16
+    # A config's dp-attn stands where the recipe names no split.
+    plain = _entry([44], (1, 4, 4, True), (4, 8, 8, True), recipe="r.yaml")
+    entries = parse_table({"configs": [TABLE["configs"][0] | {"entries": [plain]}]})
+    assert _resolve(44, 8, entries=entries).decode.attention_dp == 8
 
 
 def test_a_tensor_parallel_decode_entry_without_mtp():

@@ -178,3 +178,44 @@ def test_bundled_moe_curves_are_the_measured_points():
     catalog = moe_curves([p for p in curve_points if not is_default_curve(p)])
     assert data["moe_catalog_curves"] == {f"{s}/{b}": curves for (s, b), curves in catalog.items()}
     assert "b300_sxm/vllm" in data["moe_catalog_curves"]
+
+
+def test_deepseek_experts_are_priced_at_the_routing_skew_of_deepseeks_router():
+    """DeepSeek-V3/R1's expert curves are the measurements at AIConfigurator's DeepSeek skew
+    (power law 1.01), every other shape's at its generic one (1.2): an NVFP4 DEP32 decode pass
+    of 16 requests a rank runs its experts at the 1.01 latency of 512 tokens."""
+    import csv
+
+    from aisimulate.catalog import get_model
+    from aisimulate.perf.analytic import AnalyticPerfModel
+    from aisimulate.perf.model import BatchShape
+    from aisimulate.perf.points import DEEPSEEK_MOE_ROUTING, MOE_ROUTING, curve_routing
+    from aisimulate.perf.shape import ParallelShape
+
+    assert curve_routing(("nvfp4", 7168, 2048, 8, 256)) == DEEPSEEK_MOE_ROUTING
+    assert curve_routing(("mxfp4_mxfp8", 2880, 2880, 4, 128)) == MOE_ROUTING
+    with (DATA / "moe_curve_points.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    deepseek = [
+        r
+        for r in rows
+        if (r["hidden"], r["inter"], r["topk"], r["num_experts"]) == ("7168", "2048", "8", "256")
+        and not r["kernel_source"].startswith("deepepmoe_")
+    ]
+    assert deepseek and {r["distribution"] for r in deepseek} == {DEEPSEEK_MOE_ROUTING}
+    (measured,) = [
+        float(r["latency_ms"])
+        for r in deepseek
+        if (r["system"], r["backend"], r["moe_dtype"], r["moe_tp"], r["moe_ep"], r["num_tokens"])
+        == ("gb200", "trtllm", "nvfp4", "1", "32", "512")
+    ]
+    model = get_model("nvidia/DeepSeek-R1-0528-FP4")
+    perf = AnalyticPerfModel(
+        model,
+        get_system("gb200"),
+        ParallelShape(tp=1, attention_dp=32, moe_ep=32),
+        backend="trtllm",
+        kv_cache_dtype="fp8",
+    )
+    moe_ms = perf.explain(BatchShape(decode_requests=16, decode_context_tokens=16 * 1500)).moe_ms
+    assert moe_ms == pytest.approx(model.num_moe_layers * measured, rel=1e-6)

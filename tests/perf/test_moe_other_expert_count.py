@@ -11,6 +11,7 @@ from aisimulate.catalog import get_model, get_system
 from aisimulate.perf.analytic import AnalyticPerfModel, _other_expert_count
 from aisimulate.perf.calibration import calibration_for, moe_curve_key
 from aisimulate.perf.model import BatchShape
+from aisimulate.perf.points import curve_routing
 from aisimulate.perf.shape import ParallelShape
 
 CURVES = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "calibration" / "moe_curve_points.csv"
@@ -28,7 +29,7 @@ def _measured_ms(kernel: str, num_experts: int, tokens: int) -> float:
             and (r["hidden"], r["inter"], r["topk"], r["num_experts"])
             == ("7168", "2048", "8", str(num_experts))
             and (r["moe_tp"], r["moe_ep"], r["num_tokens"], r["distribution"])
-            == ("1", "8", str(tokens), "power_law_1.2")
+            == ("1", "8", str(tokens), curve_routing(("nvfp4", 7168, 2048, 8, num_experts)))
         )
     return float(row["latency_ms"])
 

@@ -124,3 +124,47 @@ def test_moe_curves_keep_catalog_shapes_at_powers_of_two_skewed_and_gated(script
         (64, 0.0312)
     ]
     assert script.moe_curve_points(DB, "h100_sxm", "sglang", script.catalog_moe_shapes()) == []
+
+
+def test_rewritten_curve_points_keep_the_deepep_rows_of_the_file(script, tmp_path):
+    path = tmp_path / "moe_curve_points.csv"
+    fields = ["system", "backend", "kernel_source", "moe_dtype", "num_tokens", "distribution", "latency_ms"]
+    path.write_text(
+        ",".join(fields)
+        + "\ngb200,sglang,deepepmoe_low_latency,fp8_block,8,power_law_1.2,0.05"
+        + "\ngb200,trtllm,old_kernel,nvfp4,8,power_law_1.2,0.09\n"
+    )
+    new = [dict(zip(fields, ["gb200", "trtllm", "k", "nvfp4", 8, "power_law_1.01", 0.07], strict=True))]
+    script.write_curves(path, new)
+    text = path.read_bytes()
+    assert b"\r\n" not in text
+    with path.open() as fh:
+        rows = list(csv.DictReader(fh))
+    # The extracted curves replace the file's own; extract_moe_points.py's DeepEP rows stay.
+    assert [(r["kernel_source"], r["distribution"]) for r in rows] == [
+        ("k", "power_law_1.01"),
+        ("deepepmoe_low_latency", "power_law_1.2"),
+    ]
+
+
+def test_deepseek_expert_curves_are_taken_at_deepseeks_routing_skew(script, tmp_path):
+    from aisimulate.perf.points import DEEPSEEK_MOE_ROUTING
+
+    columns = (
+        "framework,version,device,op_name,kernel_source,moe_dtype,num_tokens,hidden_size,inter_size,"
+        "topk,num_experts,moe_tp_size,moe_ep_size,distribution,latency"
+    )
+    lines = [columns]
+    for tokens in (1, 2):
+        for alpha, ms in (("power_law_1.2", 0.09), (DEEPSEEK_MOE_ROUTING, 0.07), ("balanced", 0.05)):
+            lines.append(
+                f"TRTLLM,1.3.0rc20,gb200,moe,moe_torch_flow,nvfp4,{tokens},7168,2048,8,256,1,32,{alpha},{ms}"
+            )
+    table = tmp_path / "gb200" / "moe" / "trtllm" / "1.3.0rc20"
+    table.mkdir(parents=True)
+    (table / "moe_perf.csv").write_text("\n".join(lines) + "\n")
+    rows = script.moe_curve_points(tmp_path, "gb200", "trtllm", script.catalog_moe_shapes())
+    assert [(r["num_tokens"], r["distribution"], r["latency_ms"]) for r in rows] == [
+        (1, DEEPSEEK_MOE_ROUTING, 0.07),
+        (2, DEEPSEEK_MOE_ROUTING, 0.07),
+    ]
