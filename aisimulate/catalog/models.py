@@ -130,6 +130,9 @@ class ModelSpec:
     # Documented mean tokens a decode step emits with 1, 2, ... MTP draft tokens (the catalog
     # entry's `mtp_accepted_tokens`, with its source); empty: not documented for this model.
     mtp_accepted_tokens: tuple[float, ...] = ()
+    # Acceptance on random-token prompts as a fraction of the documented per-position acceptance
+    # (the entry's `mtp_random_prompt_acceptance`: fitted, with what it was fitted on); 1: none.
+    mtp_random_prompt_acceptance: float = 1.0
     weight_dtype: str = "bf16"
     base_dtype: str = "bf16"
     # Which linear layers carry `weight_dtype`: all_linear, mlp (attention stays in base_dtype) or
@@ -139,20 +142,23 @@ class ModelSpec:
     note: str | None = None
 
     # ---- speculative decoding ----------------------------------------------------------
-    def mtp_accept_rates(self, nextn: int) -> list[float] | None:
+    def mtp_accept_rates(self, nextn: int, *, random_prompts: bool = False) -> list[float] | None:
         """Per-position conditional acceptance of ``nextn`` chained MTP drafts, from the documented
         accepted lengths; None when the model documents none (the engine's default applies).
 
         Draft i is accepted with the product of the first i rates, so the mean tokens per step at
         depth k is 1 + the sum of those products, the length documented at k. Depths beyond the
-        documented ones repeat the last step's ratio."""
+        documented ones repeat the last step's ratio. ``random_prompts``: the prompts are random
+        tokens (a benchmark's random dataset), each rate scaled by the model's
+        ``mtp_random_prompt_acceptance``."""
         lengths = self.mtp_accepted_tokens
         if not nextn or not lengths:
             return None
         reach = [b - a for a, b in itertools.pairwise((1.0, *lengths))]
         rates = [reach[0]] + [b / a if a > 0 else 0.0 for a, b in itertools.pairwise(reach)]
         rates += [rates[-1]] * (nextn - len(rates))
-        return rates[:nextn]
+        scale = self.mtp_random_prompt_acceptance if random_prompts else 1.0
+        return [scale * rate for rate in rates[:nextn]]
 
     # ---- shape facts -------------------------------------------------------------------
     @property
@@ -702,6 +708,18 @@ def _accepted_tokens(entry: Any, where: str) -> tuple[float, ...]:
     return tuple(float(x) for x in lengths)
 
 
+def _random_prompt_acceptance(entry: Any, where: str) -> float:
+    """A catalog entry's fitted acceptance on random-token prompts: ``{"scale", "fitted_on"}``,
+    the fraction (0, 1] of each documented per-position acceptance."""
+    where = f"{where}: mtp_random_prompt_acceptance"
+    if not isinstance(entry, dict) or not entry.get("fitted_on"):
+        raise ConfigError("expected {scale: ..., fitted_on: ...}", where=where)
+    scale = entry.get("scale")
+    if not isinstance(scale, int | float) or not 0 < scale <= 1:
+        raise ConfigError(f"scale = {scale!r} must lie in (0, 1]", where=where)
+    return float(scale)
+
+
 @functools.cache
 def _bundled() -> tuple[dict[str, ModelSpec], dict[str, str]]:
     """(canonical name -> spec, lower-cased lookup key -> canonical name)."""
@@ -716,6 +734,9 @@ def _bundled() -> tuple[dict[str, ModelSpec], dict[str, str]]:
         if "mtp_accepted_tokens" in entry:
             accepted = _accepted_tokens(entry["mtp_accepted_tokens"], str(path))
             base = replace(base, mtp_accepted_tokens=accepted)
+        if "mtp_random_prompt_acceptance" in entry:
+            scale = _random_prompt_acceptance(entry["mtp_random_prompt_acceptance"], str(path))
+            base = replace(base, mtp_random_prompt_acceptance=scale)
         specs[name] = base
         for key in [name, path.stem, *entry.get("aliases", [])]:
             index[key.lower()] = name

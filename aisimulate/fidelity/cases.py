@@ -212,8 +212,10 @@ def build_case(
         "cuda_graph_padding": cuda_graph_padding,
         "sglang": SglangOptions(scheduler_recv_interval=sglang_recv_interval(row, checkpoint)),
         # Speculative decoding as the run's config set it; no row records the rates its drafts
-        # reached, so the replay takes the model's documented acceptance as every replay does.
+        # reached: the model's documented acceptance, or its acceptance on random-token prompts
+        # where the client sent those (None: the engine's default).
         "nextn": row.nextn,
+        "nextn_accept_rates": spec.mtp_accept_rates(row.nextn, random_prompts=client.random_tokens),
     }
     batched_tokens = vllm_max_num_batched_tokens(row, checkpoint)
     if batched_tokens is not None:

@@ -41,6 +41,7 @@ class Client:
 
     name: str
     range_ratio: float | None  # lengths uniform in [int(ratio × L), L]; None: exactly L
+    random_tokens: bool  # prompts of random token ids (its MTP drafts' acceptance is their own)
     prompts_per_user: int
     min_prompts: int
 
@@ -55,8 +56,16 @@ class Client:
         return nominal if low == nominal else LengthDistribution(dist="uniform", min=low, max=nominal)
 
 
-INFERENCEX = Client(name="inferencex", range_ratio=INFERENCEX_RANGE_RATIO, prompts_per_user=10, min_prompts=1)
-FIXED_LENGTHS = Client(name="fixed-lengths", range_ratio=None, prompts_per_user=10, min_prompts=100)
+INFERENCEX = Client(
+    name="inferencex",
+    range_ratio=INFERENCEX_RANGE_RATIO,
+    random_tokens=True,
+    prompts_per_user=10,
+    min_prompts=1,
+)
+FIXED_LENGTHS = Client(
+    name="fixed-lengths", range_ratio=None, random_tokens=False, prompts_per_user=10, min_prompts=100
+)
 
 
 # ``--scheduler-recv-interval`` of InferenceX's single-node SGLang recipes (its

@@ -130,8 +130,11 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self.cuda_graph_sizes = cuda_graph_sizes
         self._graph_sizes_array = np.asarray(cuda_graph_sizes, dtype=np.float64)
         self._graph_pads_tokens = backend_profile(backend).cuda_graphs.pads == "tokens"
-        # MTP: nextn draft steps, each one extra decoder layer over the decode batch.
-        self._mtp_layer_fraction = nextn * max(model.num_nextn_layers, 1) / model.num_layers if nextn else 0.0
+        # MTP: nextn draft steps, each one MTP module (one decoder layer, its collectives included)
+        # and the lm-head. The first step runs over every token the pass verified, the later ones
+        # over one token a request (TensorRT-LLM's `MTPEagleWorker.forward`; vLLM's and SGLang's
+        # EAGLE-style drafters alike).
+        self._mtp_layer_fraction = 1.0 / model.num_layers if nextn else 0.0
         self._bind_scalar()
 
     # ---- construction --------------------------------------------------------------------
@@ -542,12 +545,31 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             attention += self._s_linear_attention(p, d * tps)
         moe = self._s_moe(experts) if self._s_moe is not None else 0.0
         overhead = self._overhead_base + self._overhead_per_seq * (r + d)
+        comm = self._s_comm(graphed) + self._s_group_comm(sent)
         if self._mtp_layer_fraction and d > 0:
-            draft = self._s_linear(d) + self._s_generation(d, dctx, 1.0)
-            if self._s_moe is not None:
-                draft += self._s_moe(d * self._dp)
-            gemm += self._mtp_layer_fraction * draft + self.nextn * self._s_lm_head(d)
-        return gemm, attention, moe, self._s_comm(graphed) + self._s_group_comm(sent), overhead
+            g, a, e, c = self._s_draft_layer(d * tps, d, dctx, tps)
+            if self.nextn > 1:
+                later = self._s_draft_layer(d, d, dctx, 1.0)
+                g += (self.nextn - 1) * later[0]
+                a += (self.nextn - 1) * later[1]
+                e += (self.nextn - 1) * later[2]
+                c += (self.nextn - 1) * later[3]
+            f = self._mtp_layer_fraction
+            gemm += f * g + self.nextn * self._s_lm_head(d)
+            attention += f * a
+            moe += f * e
+            comm += f * c
+        return gemm, attention, moe, comm, overhead
+
+    def _s_draft_layer(
+        self, tokens: float, d: float, dctx: float, tps: float
+    ) -> tuple[float, float, float, float]:
+        """All layers' GEMMs, attention, experts and collectives at one draft step's ``tokens``
+        (``d`` requests of ``tps`` query tokens each); the MTP layer is ``_mtp_layer_fraction`` of
+        them."""
+        moe = self._s_moe(tokens * self._dp) if self._s_moe is not None else 0.0
+        comm = self._s_comm(tokens) + self._s_group_comm(tokens * self._dp)
+        return self._s_linear(tokens), self._s_generation(d, dctx, tps), moe, comm
 
     def _vector_components(
         self, p: Any, r: Any, pairs: Any, ctx: Any, d: Any, dctx: Any, tps: float
@@ -559,13 +581,33 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         attention = attention + self._linear_attention.time_ms(p, d * tps)
         moe = self._moe.time_ms(graphed * self._dp) if self._moe is not None else 0.0
         overhead = (m > 0) * (self._overhead_base + self._overhead_per_seq * (r + d))
-        if self._mtp_layer_fraction:
-            draft = self._linear.time_ms(d) + self._generation.time_ms(d, dctx, 1.0)
-            if self._moe is not None:
-                draft = draft + self._moe.time_ms(d * self._dp)
-            gemm = gemm + self._mtp_layer_fraction * draft + self.nextn * self._lm_head.time_ms(d)
         comm = self._comm.time_ms(graphed) + self._group_comm.time_ms(graphed * self._dp)
+        if self._mtp_layer_fraction:
+            g, a, e, c = self._vector_draft_layer(d * tps, d, dctx, tps)
+            if self.nextn > 1:
+                later = self._vector_draft_layer(d, d, dctx, 1.0)
+                g = g + (self.nextn - 1) * later[0]
+                a = a + (self.nextn - 1) * later[1]
+                e = e + (self.nextn - 1) * later[2]
+                c = c + (self.nextn - 1) * later[3]
+            f = self._mtp_layer_fraction
+            gemm = gemm + (f * g + self.nextn * self._lm_head.time_ms(d))
+            attention = attention + f * a
+            moe = moe + f * e
+            comm = comm + f * c
         return [gemm, attention, moe, comm, overhead]
+
+    def _vector_draft_layer(self, tokens: Any, d: Any, dctx: Any, tps: float) -> tuple[Any, Any, Any, Any]:
+        """``_s_draft_layer`` over arrays of passes (a pass without decodes drafts nothing)."""
+        drafts = d > 0
+        moe = self._moe.time_ms(tokens * self._dp) if self._moe is not None else 0.0
+        comm = self._comm.time_ms(tokens) + self._group_comm.time_ms(tokens * self._dp)
+        return (
+            drafts * self._linear.time_ms(tokens),
+            drafts * self._generation.time_ms(d, dctx, tps),
+            drafts * moe,
+            drafts * comm,
+        )
 
     def _graphed_tokens(self, p: Any, d: Any, tps: float, m: Any) -> Any:
         """The tokens the weight-bound kernels of many passes run at (see ``_scalar_components``)."""

@@ -180,6 +180,35 @@ def test_deepseek_r1_mtp_acceptance_reproduces_its_documented_accepted_lengths()
     assert get_model("deepseek-ai/DeepSeek-V3").mtp_accept_rates(3) is None
 
 
+def test_deepseek_r1_drafts_are_accepted_less_often_on_random_token_prompts():
+    # The documented lengths were measured on real prompts; the catalog's fitted fraction of
+    # each per-position acceptance applies where the prompts are random tokens.
+    spec = get_model("nvidia/DeepSeek-R1-0528-FP4")
+    scale = spec.mtp_random_prompt_acceptance
+    assert 0 < scale < 1
+    documented = spec.mtp_accept_rates(3)
+    assert spec.mtp_accept_rates(3, random_prompts=True) == pytest.approx([scale * r for r in documented])
+    assert spec.mtp_accept_rates(0, random_prompts=True) is None
+    # A model without documented acceptance has nothing to scale.
+    assert get_model("deepseek-ai/DeepSeek-V3").mtp_accept_rates(3, random_prompts=True) is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"scale": 0.8}, "fitted_on"),
+        ({"scale": 1.2, "fitted_on": "x"}, "(0, 1]"),
+        ({"scale": "high", "fitted_on": "x"}, "scale = 'high'"),
+    ],
+)
+def test_bad_random_prompt_acceptance_says_where(entry, message):
+    from aisimulate.catalog.models import _random_prompt_acceptance
+
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
+        _random_prompt_acceptance(entry, "models/x.json")
+    assert "models/x.json: mtp_random_prompt_acceptance" in str(err.value)
+
+
 @pytest.mark.parametrize(
     ("entry", "message"),
     [

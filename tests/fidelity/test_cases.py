@@ -172,6 +172,22 @@ def test_a_disaggregated_row_replays_its_prefill_and_decode_pools(silicon):
     assert case.workload.concurrency == 4
 
 
+def test_mtp_drafts_are_accepted_as_on_the_prompts_the_client_sent(silicon):
+    # InferenceX sends random token ids: DeepSeek-R1's acceptance on random-token prompts; a client
+    # of unrecorded prompts: the documented acceptance, measured on real ones.
+    row = replace(
+        silicon["dsr1_gb300_trtllm_fp8_disagg_1024x1024_c4_cfg392"], model="deepseek-ai/DeepSeek-R1", nextn=3
+    )
+    spec = get_model("deepseek-ai/DeepSeek-R1")
+    random_tokens = build_case(row).plan
+    assert random_tokens.decode.nextn_accept_rates == spec.mtp_accept_rates(3, random_prompts=True)
+    assert random_tokens.prefill.nextn_accept_rates == spec.mtp_accept_rates(3, random_prompts=True)
+    unrecorded = build_case(replace(row, source="")).plan
+    assert unrecorded.decode.nextn_accept_rates == spec.mtp_accept_rates(3)
+    assert random_tokens.decode.mean_tokens_per_step < unrecorded.decode.mean_tokens_per_step
+    assert build_case(replace(row, nextn=0)).plan.decode.nextn_accept_rates is None
+
+
 def test_aggregated_replicas_share_the_concurrency(silicon):
     case = build_case(silicon["qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c8_tp2_epnone_4"])
     assert (case.plan.agg.tp, case.plan.agg.replicas, case.workload.concurrency) == (2, 2, 8)

@@ -122,6 +122,31 @@ def test_mtp_verification_costs_more_than_one_token_but_less_than_two_steps():
     assert one < two_tokens < 2 * one
 
 
+@pytest.mark.parametrize("name", ["deepseek-ai/DeepSeek-V3", "MiniMaxAI/MiniMax-M2"])
+def test_an_mtp_draft_step_is_one_more_layer_over_the_verified_tokens(name):
+    """TensorRT-LLM's MTP worker runs the MTP layer first over every token the pass verified,
+    then over one token a request per further draft; each step is one decoder layer (one MTP
+    module, however many the checkpoint ships) with its collectives."""
+    model, shape = get_model(name), ParallelShape(tp=8, moe_ep=8)
+    plain = AnalyticPerfModel(model, H200, shape, backend="trtllm")
+    layers = model.num_layers
+
+    def parts(perf, tokens_per_step):
+        return perf.explain(
+            BatchShape(decode_requests=16, decode_context_tokens=16 * 2048, tokens_per_step=tokens_per_step)
+        )
+
+    one = parts(AnalyticPerfModel(model, H200, shape, backend="trtllm", nextn=1), 2)
+    verified = parts(plain, 2)
+    for field in ("moe_ms", "comm_ms", "attention_ms"):
+        assert getattr(one, field) == pytest.approx(getattr(verified, field) * (1 + 1 / layers), rel=1e-9)
+    three = parts(AnalyticPerfModel(model, H200, shape, backend="trtllm", nextn=3), 4)
+    verified, single = parts(plain, 4), parts(plain, 1)
+    for field in ("moe_ms", "comm_ms"):
+        drafts = (getattr(verified, field) + 2 * getattr(single, field)) / layers
+        assert getattr(three, field) == pytest.approx(getattr(verified, field) + drafts, rel=1e-9)
+
+
 def test_sliding_window_layers_stop_growing_with_context():
     oss = AnalyticPerfModel(get_model("openai/gpt-oss-120b"), H200, ParallelShape())
     short = oss.explain(decode(64, 4096)).attention_ms
