@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
+from extract_kernel_points import aic_frame
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "calibration" / "context_attention_points.csv"
@@ -50,9 +50,7 @@ ISLS = (512, 2048, 8192)
 
 
 def _table(system: str, backend: str, version: str) -> pd.DataFrame:
-    data = resources.files("aiconfigurator_core") / "systems" / "data"
-    root = data / system / "attention" / backend / version
-    return pd.read_parquet(str(root / "context_attention_perf.parquet"))
+    return aic_frame(system, "attention", backend, version, "context_attention_perf.parquet")
 
 
 def extract() -> list[dict[str, object]]:

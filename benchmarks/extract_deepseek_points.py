@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
+from extract_kernel_points import default_db
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "calibration"
@@ -77,9 +77,8 @@ NVFP4_SHAPES = {  # (n, k): what it is in DeepSeek-R1 FP4 (the layers its checkp
 
 
 def _table(system: str, family: str, backend: str, name: str) -> pd.DataFrame | None:
-    root = resources.files("aiconfigurator_core") / "systems" / "data" / system / family / backend
-    path = root / VERSIONS[backend] / name
-    return pd.read_parquet(str(path)) if path.is_file() else None
+    path = default_db() / system / family / backend / VERSIONS[backend] / name
+    return pd.read_parquet(path) if path.is_file() else None
 
 
 def gemm_rows(

@@ -98,6 +98,14 @@ def default_db() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "systems" / "data"
 
 
+def aic_frame(*parts: str) -> Any:
+    """One measured table of AIConfigurator's database (``systems/data/<parts...>``) as a pandas
+    frame; the extraction scripts share it so a missing install fails with one clear line."""
+    import pandas as pd
+
+    return pd.read_parquet(default_db().joinpath(*parts))
+
+
 def _version_key(version: str) -> tuple:
     from packaging.version import InvalidVersion, Version
 

@@ -33,10 +33,10 @@ from __future__ import annotations
 import argparse
 import csv
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
+from extract_kernel_points import aic_frame
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "calibration" / "moe_points.csv"
@@ -65,8 +65,7 @@ MODELS = {128: "gpt-oss-120b routed experts", 32: "gpt-oss-20b routed experts"}
 
 
 def _table(system: str, backend: str, version: str) -> pd.DataFrame:
-    root = resources.files("aiconfigurator_core") / "systems" / "data" / system / "moe" / backend / version
-    return pd.read_parquet(str(root / "moe_perf.parquet"))
+    return aic_frame(system, "moe", backend, version, "moe_perf.parquet")
 
 
 def extract() -> list[dict[str, object]]:
@@ -120,8 +119,7 @@ DEEPEP_KERNELS = ("deepepmoe_low_latency", "deepepmoe_normal")
 
 
 def _deepep_table(system: str, phase: str) -> pd.DataFrame:
-    root = resources.files("aiconfigurator_core") / "systems" / "data" / system / "moe" / "sglang"
-    table = pd.read_parquet(str(root / DEEPEP_VERSION / f"wideep_{phase}_moe_perf.parquet"))
+    table = aic_frame(system, "moe", "sglang", DEEPEP_VERSION, f"wideep_{phase}_moe_perf.parquet")
     table = table[table.distribution.isin(DISTRIBUTIONS) & (table.moe_tp_size == 1)]
     keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_ep_size", "distribution"]
     return table.groupby([*keys, "num_tokens"], as_index=False)["latency"].median()

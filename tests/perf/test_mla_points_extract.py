@@ -18,7 +18,6 @@ ROWS = [
 
 
 def test_points_keep_served_kernels_and_leave_the_held_out_sample_out(tmp_path):
-    load_script("benchmarks/extract_kernel_points.py")  # the module the script reads its helpers from
     script = load_script("benchmarks/extract_mla_points.py")
     table = tmp_path / "b300_sxm" / "mla" / "trtllm" / "1.3.0rc20" / "context_mla_perf.csv"
     table.parent.mkdir(parents=True)
