@@ -22,8 +22,9 @@ and rewrites the ``*_points.csv`` files of ``benchmarks/data/calibration/``:
 
 ``--curves-only`` rewrites ``moe_curve_points.csv`` alone (its DeepEP rows, which
 ``extract_moe_points.py`` adds, are kept); ``calibrate_perf.py`` then rebuilds the curves of
-``calibration.json`` from it. DeepSeek-V3/R1's experts are taken at AIConfigurator's DeepSeek
-routing skew, the other shapes at its generic one (``aisimulate.perf.points.curve_routing``).
+``calibration.json`` from it. Each shape's curves are taken at the routing skew of the catalog
+model with those experts (``ModelSpec.moe_routing_alpha``: 1.01 for the DeepSeek, Kimi-K2 and
+GLM-5 architectures, 1.2 for the others; ``aisimulate.perf.points.curve_routing``).
 
 It also writes the kernel tables the analytic model interpolates (``--tables-out``): GEMM per
 system, backend and weight format, the fastest kernel's latency on a grid of token counts (powers
@@ -51,7 +52,7 @@ from typing import Any
 
 from aisimulate.catalog import get_model, list_models, list_systems
 from aisimulate.catalog.backends import BACKEND_PROFILES
-from aisimulate.perf.points import DEEPSEEK_MOE_ROUTING, curve_routing
+from aisimulate.perf.points import curve_routing, curve_routings
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "kernel_db"
@@ -381,7 +382,7 @@ def moe_curve_runs(db: Path, system: str, backend: str, models: dict) -> dict[tu
     shapes, each kernel's median latency in the backend's reference version
     (``CURVE_VERSIONS``), else the version that measured the shape most (newer on a tie)."""
     where = {
-        "distribution": frozenset({MOE_ROUTING, DEEPSEEK_MOE_ROUTING}),
+        "distribution": curve_routings(),
         "moe_dtype": frozenset(MOE_DTYPES),
     }
     by_shape: dict[tuple, dict[str, list[Row]]] = {}

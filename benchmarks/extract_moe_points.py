@@ -38,6 +38,8 @@ from pathlib import Path
 import pandas as pd
 from extract_kernel_points import aic_frame
 
+from aisimulate.perf.points import curve_routing
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "calibration" / "moe_points.csv"
 DEFAULT_DEEPEP_OUT = HERE / "data" / "calibration" / "moe_curve_points.csv"
@@ -119,8 +121,12 @@ DEEPEP_KERNELS = ("deepepmoe_low_latency", "deepepmoe_normal")
 
 
 def _deepep_table(system: str, phase: str) -> pd.DataFrame:
+    """One system's DeepEP expert measurements at the routing skew of the catalog model with those
+    experts (DeepSeek's 1.01, as its TRT-LLM and vLLM curves; ``curve_routing``)."""
     table = aic_frame(system, "moe", "sglang", DEEPEP_VERSION, f"wideep_{phase}_moe_perf.parquet")
-    table = table[table.distribution.isin(DISTRIBUTIONS) & (table.moe_tp_size == 1)]
+    geometry = zip(table.hidden_size, table.inter_size, table.topk, table.num_experts, strict=True)
+    routed = [curve_routing(("", *map(int, g))) for g in geometry]
+    table = table[(table.distribution == routed) & (table.moe_tp_size == 1)]
     keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_ep_size", "distribution"]
     return table.groupby([*keys, "num_tokens"], as_index=False)["latency"].median()
 

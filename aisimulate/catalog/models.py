@@ -38,6 +38,13 @@ _MOE_TYPES = {
     "glm_moe_dsa",
 }
 _MLA_TYPES = {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa"}
+# How unevenly each architecture's router spreads tokens over its experts: the power-law alpha
+# AIConfigurator's model of that architecture prices its experts at (aiconfigurator-core 0.12,
+# ``_power_law_alpha`` of ``sdk/models``): DeepSeekModel (DeepSeek-V3/R1, Kimi-K2/K2.5) and
+# DeepSeekV32Model (DeepSeek-V3.2, GLM-5) route at 1.01; its generic MOEModel (Qwen3, MiniMax-M2,
+# gpt-oss, Mixtral) and Qwen35Model at 1.2, which an architecture it has no model of (GLM-4.5) takes.
+_ROUTING_ALPHA = {"deepseek_v3": 1.01, "deepseek_v32": 1.01, "kimi_k2": 1.01, "glm_moe_dsa": 1.01}
+_GENERIC_ROUTING_ALPHA = 1.2
 # Multimodal wrappers whose language model sits in `text_config` (that is what is served).
 _WRAPPER_TYPES = {"kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text"}
 # The DSA indexer caches its keys as fp8 with one fp32 scale per 128 values, whatever the KV
@@ -168,6 +175,11 @@ class ModelSpec:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def moe_routing_alpha(self) -> float:
+        """The power-law skew of this architecture's expert routing (``_ROUTING_ALPHA``)."""
+        return _ROUTING_ALPHA.get(self.model_type, _GENERIC_ROUTING_ALPHA)
 
     @property
     def num_moe_layers(self) -> int:

@@ -8,12 +8,14 @@ cost objects the analytic model sums over layers, with the geometry of the measu
 from __future__ import annotations
 
 import csv
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM, math_dtype
+from aisimulate.catalog.models import get_model, list_models
 from aisimulate.catalog.systems import System, get_system
 from aisimulate.perf.calibration import calibration_for, gemm_fit_key, moe_curve_key, moe_fit_key
 from aisimulate.perf.kernels import (
@@ -45,21 +47,39 @@ FAMILIES = (
 # AIConfigurator prices MoE models with the same power law (alpha 1.2) by default; the balanced
 # points are a best case real traffic does not reach, so the fits see the skewed ones only.
 MOE_ROUTING = "power_law_1.2"
-# DeepSeek-V3/R1's experts (the default curves of ``DEFAULT_CURVE_SHAPES`` at their 7168 x 2048,
-# top-8 of 256 geometry; Kimi-K2.5 borrows them) are measured at the skew AIConfigurator prices
-# that architecture with: its DeepSeek model routes at alpha 1.01 (``sdk/models/deepseek.py`` of
-# aiconfigurator-core 0.12, ``_power_law_alpha``), its generic MoE model at 1.2. The steeper skew
-# overloads one expert-parallel rank at wide splits (EP32: 0.093 against 0.065 ms a layer at 512
-# tokens, NVFP4 on gb200) and leaves fewer experts to read at narrow ones (EP8: 0.080 against 0.088
-# ms at 32 tokens).
-DEEPSEEK_MOE_ROUTING = "power_law_1.01"
-DEEPSEEK_EXPERTS = frozenset({("fp8_block", 7168, 2048, 8, 256), ("nvfp4", 7168, 2048, 8, 256)})
+
+
+def routing(alpha: float) -> str:
+    """AIConfigurator's name of the power-law distribution of skew ``alpha``."""
+    return f"power_law_{alpha}"
+
+
+@functools.cache
+def _geometry_routing() -> dict[tuple[int, int, int, int], str]:
+    """(hidden, expert width, top-k, experts) of every catalog MoE model -> its routing skew."""
+    out: dict[tuple[int, int, int, int], str] = {}
+    for name in list_models():
+        m = get_model(name)
+        if m.is_moe:
+            geometry = (m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts)
+            if out.setdefault(geometry, routing(m.moe_routing_alpha)) != routing(m.moe_routing_alpha):
+                raise ValueError(f"catalog MoE models of expert shape {geometry} route at different skews")
+    return out
 
 
 def curve_routing(shape: tuple[str, int, int, int, int]) -> str:
     """The routing skew a measured MoE curve of this (format, hidden, width, top-k, experts) is
-    taken at."""
-    return DEEPSEEK_MOE_ROUTING if shape in DEEPSEEK_EXPERTS else MOE_ROUTING
+    taken at: that of the catalog model with these experts (``ModelSpec.moe_routing_alpha``,
+    AIConfigurator's model of the architecture), every curve family of it alike; a shape no
+    catalog model has takes the generic skew. At DeepSeek's 1.01 against 1.2 one expert-parallel
+    rank is less overloaded at wide splits (NVFP4 on gb200, EP32, 512 tokens: 0.065 against 0.093
+    ms a layer) and more experts are read at narrow ones (EP8, 32 tokens: 0.088 against 0.080)."""
+    return _geometry_routing().get(shape[1:], MOE_ROUTING)
+
+
+def curve_routings() -> frozenset[str]:
+    """Every skew a measured MoE curve is taken at."""
+    return frozenset({MOE_ROUTING, *_geometry_routing().values()})
 
 
 _DTYPES = {
@@ -124,8 +144,9 @@ def load_curve_points(data_dir: str | Path) -> list[Point]:
     backend (``moe_curves``); no fit sees them."""
     points: list[Point] = []
     for row in _rows(Path(data_dir) / "moe_curve_points.csv"):
-        if row["distribution"] in (MOE_ROUTING, DEEPSEEK_MOE_ROUTING):
-            dtype = _DTYPES[row["moe_dtype"]]
+        dtype = _DTYPES[row["moe_dtype"]]
+        shape = (dtype, _i(row, "hidden"), _i(row, "inter"), _i(row, "topk"), _i(row, "num_experts"))
+        if row["distribution"] == curve_routing(shape):
             points.append(Point("moe", row["system"], row["backend"], dtype, float(row["latency_ms"]), row))
     return points
 

@@ -189,7 +189,9 @@ def test_deepseek_experts_are_priced_at_the_routing_skew_of_deepseeks_router():
     from aisimulate.catalog import get_model
     from aisimulate.perf.analytic import AnalyticPerfModel
     from aisimulate.perf.model import BatchShape
-    from aisimulate.perf.points import DEEPSEEK_MOE_ROUTING, MOE_ROUTING, curve_routing
+    from aisimulate.perf.points import MOE_ROUTING, curve_routing
+
+    DEEPSEEK_MOE_ROUTING = "power_law_1.01"
     from aisimulate.perf.shape import ParallelShape
 
     assert curve_routing(("nvfp4", 7168, 2048, 8, 256)) == DEEPSEEK_MOE_ROUTING
@@ -219,3 +221,50 @@ def test_deepseek_experts_are_priced_at_the_routing_skew_of_deepseeks_router():
     )
     moe_ms = perf.explain(BatchShape(decode_requests=16, decode_context_tokens=16 * 1500)).moe_ms
     assert moe_ms == pytest.approx(model.num_moe_layers * measured, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("model", "alpha"),
+    [
+        # AIConfigurator's DeepSeekModel (DeepSeek-V3/R1, Kimi-K2.5) and DeepSeekV32Model (GLM-5).
+        ("deepseek-ai/DeepSeek-R1", 1.01),
+        ("moonshotai/Kimi-K2.5", 1.01),
+        ("zai-org/GLM-5-FP8", 1.01),
+        ("deepseek-ai/DeepSeek-V3.2", 1.01),
+        # Its generic MOEModel and Qwen35Model; GLM-4.5, which it has no model of, takes the generic.
+        ("Qwen/Qwen3-235B-A22B-FP8", 1.2),
+        ("MiniMaxAI/MiniMax-M2.5", 1.2),
+        ("openai/gpt-oss-120b", 1.2),
+        ("Qwen/Qwen3.5-397B-A17B", 1.2),
+        ("zai-org/GLM-4.5", 1.2),
+    ],
+)
+def test_a_models_routing_skew_is_the_one_aiconfigurators_model_of_it_prices(model, alpha):
+    from aisimulate.catalog import get_model
+
+    assert get_model(model).moe_routing_alpha == alpha
+
+
+def test_every_measured_curve_of_a_model_is_taken_at_that_models_routing_skew():
+    """One skew per model across its curve families: TRT-LLM's and vLLM's kernels, the catalog
+    kernel tables and SGLang's DeepEP kernels alike."""
+    import csv
+
+    from aisimulate.catalog import get_model, list_models
+    from aisimulate.perf.points import routing
+
+    skew = {}
+    for name in list_models():
+        m = get_model(name)
+        if m.is_moe:
+            skew[(m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts)] = routing(
+                m.moe_routing_alpha
+            )
+    seen = {}
+    with (DATA / "moe_curve_points.csv").open() as fh:
+        for r in csv.DictReader(fh):
+            geometry = tuple(int(r[c]) for c in ("hidden", "inter", "topk", "num_experts"))
+            assert r["distribution"] == skew[geometry], (geometry, r["kernel_source"])
+            seen.setdefault(r["distribution"], set()).add(r["kernel_source"].split("_")[0])
+    # Both skews are bundled, and DeepSeek's covers SGLang's DeepEP kernels too.
+    assert set(seen) == {"power_law_1.01", "power_law_1.2"} and "deepepmoe" in seen["power_law_1.01"]

@@ -10,7 +10,7 @@ from aisimulate.catalog import get_model, get_system
 from aisimulate.perf.analytic import AnalyticPerfModel
 from aisimulate.perf.calibration import calibration_for, moe_curve_key
 from aisimulate.perf.model import BatchShape
-from aisimulate.perf.points import Point, moe_a2a, moe_curves
+from aisimulate.perf.points import Point, moe_a2a, moe_curves, routing
 from aisimulate.perf.providers import get_perf_model
 from aisimulate.perf.shape import ParallelShape
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, SglangOptions
@@ -27,7 +27,7 @@ def _deepep_point(system: str, moe_ep: int, tokens: int) -> float:
             if (
                 r["system"] == system
                 and r["kernel_source"] == "deepepmoe_low_latency"
-                and r["distribution"] == "power_law_1.2"
+                and r["distribution"] == routing(get_model(R1).moe_routing_alpha)
                 and (r["moe_ep"], r["num_tokens"]) == (str(moe_ep), str(tokens))
             ):
                 return float(r["latency_ms"])
