@@ -330,7 +330,9 @@ def test_kill_9_mid_search_then_resume_ends_as_an_uninterrupted_run(tmp_path):
 
 def test_sigterm_stops_the_search_as_ctrl_c_does_keeping_results_and_resumable(tmp_path):
     search = json.loads(json.dumps(TINY))
-    search["sweep"].update(max_rounds=3, candidates_per_round=3, parallel_evals=2)
+    # Many more rounds than the signal waits for: on a loaded machine a short search can finish
+    # between the journal's second line and the signal, and then there is nothing to interrupt.
+    search["sweep"].update(max_rounds=12, candidates_per_round=3, parallel_evals=2)
     config = write(tmp_path, search)
     out = tmp_path / "out"
     process = subprocess.Popen(
