@@ -52,7 +52,7 @@ from typing import Any
 
 from aisimulate.catalog import get_model, list_models, list_systems
 from aisimulate.catalog.backends import BACKEND_PROFILES
-from aisimulate.perf.points import curve_routing, curve_routings
+from aisimulate.perf.points import MOE_ROUTING, curve_routing, curve_routings
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "kernel_db"
@@ -64,7 +64,6 @@ BACKENDS = ("vllm", "trtllm", "sglang")
 
 # Rows kept per (system, backend, dtype) group; collectives are small and kept whole.
 CAP = {"gemm": 90, "context_attention": 90, "generation_attention": 90, "mla": 60, "moe": 150}
-MOE_ROUTING = "power_law_1.2"
 # GEMM grids reach down to 32x32 weights; a served model's per-GPU projections are larger (the
 # smallest catalog one at TP8 has about 2M weights). Fitting the tiny shapes would trade the
 # memory-bound decode of real layers for launch-bound kernels no pass runs.
