@@ -242,8 +242,9 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
             prefill, decode, taken = _inferencex_workers(cell, source, concurrency, prefill, decode, where)
             fields.update(taken)
         elif concurrency:
-            prefill, decode = _launched_split(cell, source, concurrency, prefill, decode, where)
-            decode, taken = _recorded_max_batch(cell, source, concurrency, prefill, decode, where)
+            run, image = _run_key(cell, where), _db_image(source)
+            prefill, decode = _launched_split(run, image, concurrency, prefill, decode)
+            decode, taken = _recorded_max_batch(run, image, concurrency, prefill, decode)
             fields.update(taken)
         batch = _silicon_int(cell, "decode_batch_size", where, default=None)
         concurrency = concurrency or (batch and batch * decode.attn_dp * decode.workers)
@@ -340,12 +341,7 @@ def _db_image(source: str) -> str:
 
 
 def _launched_split(
-    cell: dict[str, str],
-    source: str,
-    concurrency: int,
-    prefill: RecordedWorkers,
-    decode: RecordedWorkers,
-    where: str,
+    run: inferencex.RunKey, image: str, concurrency: int, prefill: RecordedWorkers, decode: RecordedWorkers
 ) -> tuple[RecordedWorkers, RecordedWorkers]:
     """The roles of a row that records its workers, split as its launch script ran them where
     InferenceX's config declared another split (``inferencex.launched_split``); as recorded
@@ -353,11 +349,7 @@ def _launched_split(
     if prefill.pp != 1 or decode.pp != 1:
         return prefill, decode
     found = inferencex.launched_split(
-        _run_key(cell, where),
-        concurrency=concurrency,
-        image=_db_image(source),
-        prefill=_shape(prefill),
-        decode=_shape(decode),
+        run, concurrency=concurrency, image=image, prefill=_shape(prefill), decode=_shape(decode)
     )
     if found is None:
         return prefill, decode
@@ -369,22 +361,12 @@ def _launched_split(
 
 
 def _recorded_max_batch(
-    cell: dict[str, str],
-    source: str,
-    concurrency: int,
-    prefill: RecordedWorkers,
-    decode: RecordedWorkers,
-    where: str,
+    run: inferencex.RunKey, image: str, concurrency: int, prefill: RecordedWorkers, decode: RecordedWorkers
 ) -> tuple[RecordedWorkers, dict[str, object]]:
     """The decode role of a row that records its workers, capped at its InferenceX recipe's batch
     where one matches it (``inferencex.recorded_max_batch``); as recorded otherwise."""
-
     found = inferencex.recorded_max_batch(
-        _run_key(cell, where),
-        concurrency=concurrency,
-        image=_db_image(source),
-        prefill=_shape(prefill),
-        decode=_shape(decode),
+        run, concurrency=concurrency, image=image, prefill=_shape(prefill), decode=_shape(decode)
     )
     if found is None or decode.pp != 1 or prefill.pp != 1:
         return decode, {}
