@@ -422,3 +422,19 @@ def launched_split(
         and (size(e.prefill.shape()), size(e.decode.shape())) == (size(prefill), size(decode))
     }
     return found.pop() if len(found) == 1 else None
+
+
+def runs_on_gpus(run: RunKey, gpus: int, *, entries: tuple[Entry, ...] | None = None) -> bool:
+    """Whether InferenceX declares a disaggregated deployment of exactly ``gpus`` GPUs (every
+    prefill and decode worker's together) for the row's model, precision, system, backend and
+    lengths, in any bundled version of its config.
+
+    The 2026-04-06 export writes some multi-node disaggregated runs of November 2025 as
+    aggregated rows with that total as ``tp`` and ``moe_tp`` (gb200 DeepSeek-R1, ``tp 12`` to
+    ``tp 72``): every one of them has a disaggregated twin in the same file, written the same way
+    (lengths, concurrency, total), measured two to three weeks later."""
+    entries = bundled_entries() if entries is None else entries
+    return any(
+        run.names(e) and e.prefill.workers * e.prefill.gpus + e.decode.workers * e.decode.gpus == gpus
+        for e in entries
+    )

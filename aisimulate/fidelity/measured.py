@@ -191,15 +191,45 @@ def _worker_shape(cell: dict[str, str], role: str, where: str) -> RecordedWorker
     )
 
 
-def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, object]:
+def _disaggregated_gpus(cell: dict[str, str], source: str, where: str) -> int | None:
+    """The GPUs of a disaggregated run that an InferenceX dated export (``source_file=
+    YYYY-MM-DD.csv``) labelled ``agg``, or None for a row that is what its label says.
+
+    Such a row writes the whole deployment's GPUs as ``tp`` and ``moe_tp`` (no attention DP, no
+    expert parallelism), the way the same file writes its disaggregated rows of December 2025;
+    it is read as disaggregated when InferenceX declares a disaggregated deployment of exactly
+    that many GPUs for its model, precision, system, backend and lengths
+    (``inferencex.runs_on_gpus``). The gb200 DeepSeek-R1 rows of November 2025 (``tp 12`` to
+    ``tp 72``) are so: each has a disaggregated twin in the file at the same lengths,
+    concurrency and total."""
+    if cell["mode"].strip().lower() != "agg":
+        return None
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}\.csv", _source_field(source, "source_file")):
+        return None
+    try:
+        tp = _silicon_int(cell, "tp_size", where, default=None)
+        split = [_silicon_int(cell, f, where) for f in ("pp_size", "attention_dp_size", "moe_ep_size")]
+        moe_tp = _silicon_int(cell, "moe_tp_size", where)
+        run = _run_key(cell, where)
+    except ConfigError:
+        return None  # the row is reported as it is read
+    if tp is None or tp == 1 or moe_tp != tp or split != [1, 1, 1]:
+        return None
+    return tp if inferencex.runs_on_gpus(run, tp) else None
+
+
+def _silicon_fields(
+    cell: dict[str, str], source: str, where: str, *, whole_gpus: int | None
+) -> dict[str, object]:
     """The fields of one silicon row past its names; raises ``ConfigError`` for a cell it lacks.
 
     The concurrency the client ran is the source's ``silicon_concurrency``; without it, the
     batch sizes times the ranks that shared it. ``batch_size`` is per attention-DP rank of one
     aggregated worker, so a concurrency that is a whole multiple of batch × attention DP
-    ran on that many aggregated replicas.
+    ran on that many aggregated replicas. ``whole_gpus``: the row is a disaggregated run its
+    export labelled aggregated, written as that many GPUs (``_disaggregated_gpus``).
     """
-    mode = cell["mode"].strip().lower()
+    mode = "disagg" if whole_gpus else cell["mode"].strip().lower()
     if mode not in ("agg", "disagg"):
         raise ConfigError(f"mode must be agg or disagg, but got {cell['mode']!r}", where=f"{where}: mode")
     recorded = _source_field(source, "silicon_concurrency")
@@ -237,7 +267,11 @@ def _silicon_fields(cell: dict[str, str], source: str, where: str) -> dict[str, 
             workers=workers,
         )
     else:
-        prefill, decode = _worker_shape(cell, "prefill", where), _worker_shape(cell, "decode", where)
+        if whole_gpus:
+            # Both roles written as the deployment's GPUs, worker counts not recorded.
+            prefill = decode = RecordedWorkers(tp=whole_gpus, moe_tp=whole_gpus, workers=0)
+        else:
+            prefill, decode = _worker_shape(cell, "prefill", where), _worker_shape(cell, "decode", where)
         if not (prefill.workers and decode.workers):
             prefill, decode, taken = _inferencex_workers(cell, source, concurrency, prefill, decode, where)
             fields.update(taken)
@@ -308,8 +342,10 @@ def _inferencex_workers(
             decode=recorded(decode),
         )
     except inferencex.Unresolved as err:
+        aggregated = cell["mode"].strip().lower() == "agg"
+        labelled = f"labelled agg, {prefill.tp} GPUs as tp: " if aggregated else ""
         raise ConfigError(
-            f"disaggregated worker counts not recorded; {err}", where=f"{where}: num_workers"
+            f"{labelled}disaggregated worker counts not recorded; {err}", where=f"{where}: num_workers"
         ) from None
     prefill, decode = _recorded(found.prefill), _recorded(found.decode, max_batch=found.decode_max_batch)
     return prefill, decode, {"nextn": found.nextn, "workers_from": found.source}
@@ -397,6 +433,7 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
     for line, raw in enumerate(reader, start=2):
         cell = {k: (v or "") for k, v in raw.items() if k is not None}
         source = cell["silicon_data_source"].strip()
+        whole_gpus = _disaggregated_gpus(cell, source, f"{path}:{line}")
         names = {
             "id": cell["id"].strip() or f"line{line}",
             "line": line,
@@ -406,10 +443,11 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
             "model": cell["model_path"].strip(),
             "source": source,
             # Kept on a row that cannot be read too, so that its mode's coverage counts it.
-            "mode": "disagg" if cell["mode"].strip().lower() == "disagg" else "agg",
+            "mode": "disagg" if whole_gpus or cell["mode"].strip().lower() == "disagg" else "agg",
         }
         try:
-            rows.append(MeasuredRow(**names, **_silicon_fields(cell, source, f"{path}:{line}")))  # type: ignore[arg-type]
+            fields = _silicon_fields(cell, source, f"{path}:{line}", whole_gpus=whole_gpus)
+            rows.append(MeasuredRow(**names, **fields))  # type: ignore[arg-type]
         except ConfigError as err:
             rows.append(MeasuredRow(**names, **_UNREAD, problem=str(err)))  # type: ignore[arg-type]
     return rows

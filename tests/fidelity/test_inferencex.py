@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ from aisimulate.fidelity.inferencex import (
     recipe_decode_attention_dp,
     recipe_max_batch,
     resolve,
+    runs_on_gpus,
     same_image,
 )
 from aisimulate.replay.workers import resolve_engine
@@ -194,6 +196,22 @@ def test_a_row_exported_with_the_deployments_gpus_as_each_roles_tp_matches_its_e
         _resolve(180, 32, prefill=(40, 1, 1, 40, 1), decode=(40, 1, 1, 40, 1))
     with pytest.raises(Unresolved, match="no InferenceX entry at the row's concurrency"):
         _resolve(180, 32, decode=whole)
+
+
+def test_a_deployment_is_found_by_its_total_gpus_for_the_rows_run():
+    run = RunKey(
+        model="deepseek-ai/DeepSeek-R1", precision="fp4", system="gb200", backend="trtllm", isl=1024, osl=1024
+    )
+    # DEP4 + DEP32 and DEP4 + 4 TEP8 are 36 GPUs, 2 DEP4 + DEP16 are 24; none has 8 or 72.
+    assert [runs_on_gpus(run, gpus, entries=ENTRIES) for gpus in (36, 24, 8, 72)] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    # The lengths and the precision are the row's own.
+    assert not runs_on_gpus(dataclasses.replace(run, isl=8192), 36, entries=ENTRIES)
+    assert not runs_on_gpus(dataclasses.replace(run, precision="fp8"), 36, entries=ENTRIES)
 
 
 def _two_versions(old_entries):

@@ -163,6 +163,15 @@ SGLANG_NO_IMAGE = (
     "1024,1024,fp8,fp8_block,,,,,,,,,72,1,1,72,1,,,72,1,1,72,1,13548.655281829315,19.93211831152052"
 )
 
+# A multi-node disaggregated run of November 2025 the 2026-04-06 export labelled agg, its 64 GPUs
+# (8 DEP4 prefill + 1 DEP32 decode workers) written as tp and moe_tp.
+TRT_AGG_LABELLED = (
+    "2026_04_06_deepseek_r1_gb200_trtllm_fp4_agg_8192x1024_c538_tp64_ep1_113,source_file=2026-04-06.csv; "
+    "model=DeepSeek-R1; silicon_concurrency=538; measured=2025-11-17T00:00:00.000Z; wip=False,trtllm,,"
+    "deepseek-ai/DeepSeek-R1,gb200,fp4,agg,8192,1024,nvfp4,nvfp4,538,64,1,1,64,1,,,,,,,,,,,,,,,"
+    "1388.6989351230752,10.07123420407203"
+)
+
 
 def _silicon_file(tmp_path, *lines):
     path = tmp_path / "rows.csv"
@@ -192,3 +201,39 @@ def test_a_row_without_an_image_written_with_the_deployments_gpus_gets_the_agree
     assert (p.workers, p.tp, p.attn_dp, p.moe_ep) == (3, 1, 8, 8)
     assert (d.workers, d.tp, d.attn_dp, d.moe_ep) == (1, 1, 48, 48)
     assert row.workers_from.count("InferenceX dsr1-fp8-gb200-dynamo-sglang@") == 2
+
+
+def test_a_disaggregated_run_exported_as_aggregated_is_read_as_the_inferencex_entry_it_ran(tmp_path):
+    (row,) = _silicon_file(tmp_path, TRT_AGG_LABELLED)
+    assert (row.problem, row.mode, row.concurrency, row.nextn) == ("", "disagg", 538, 3)
+    p, d = row.prefill, row.decode
+    assert (p.workers, p.tp, p.attn_dp, p.moe_ep) == (8, 1, 4, 4)
+    assert (d.workers, d.tp, d.attn_dp, d.moe_ep) == (1, 1, 32, 32)
+    assert row.workers_from.startswith("InferenceX dsr1-fp4-gb200-dynamo-trt@")
+
+
+def test_an_aggregated_label_stays_where_no_disaggregated_deployment_has_its_gpus(tmp_path):
+    # No InferenceX disaggregated deployment of DeepSeek-R1 FP4 at 8k/1k has 16 GPUs, so a tp16
+    # row is the aggregated worker it says; nor is a row of another source or one with attention DP.
+    tp16 = TRT_AGG_LABELLED.replace(",538,64,1,1,64,1,", ",538,16,1,1,16,1,")
+    other = TRT_AGG_LABELLED.replace("source_file=2026-04-06.csv", "source_file=/runs/dsr1.csv")
+    dp = TRT_AGG_LABELLED.replace(",538,64,1,1,64,1,", ",538,64,1,2,64,1,")
+    rows = _silicon_file(tmp_path, tp16, other, dp)
+    assert [(r.mode, r.tp, r.prefill) for r in rows] == [
+        ("agg", 16, None),
+        ("agg", 64, None),
+        ("agg", 64, None),
+    ]
+
+
+def test_an_exported_as_aggregated_run_no_single_entry_explains_is_skipped_with_why(tmp_path):
+    # 3 TEP8 decode workers at 12 users, with MTP and without: two entries of December 2025.
+    ambiguous = (
+        TRT_AGG_LABELLED.replace("c538_tp64", "c12_tp28")
+        .replace("silicon_concurrency=538", "silicon_concurrency=12")
+        .replace(",538,64,1,1,64,1,", ",12,28,1,1,28,1,")
+    )
+    (row,) = _silicon_file(tmp_path, ambiguous)
+    assert row.mode == "disagg"
+    assert row.problem.startswith("labelled agg, 28 GPUs as tp: disaggregated worker counts not recorded;")
+    assert "ambiguous: 2 InferenceX entries match" in row.problem
