@@ -14,7 +14,10 @@ third party's export with blanks where a run did not record something, so a row 
 cannot be read keeps its place with the reason (``MeasuredRow.problem``) instead of stopping
 the read; a missing column still does. Its disaggregated rows from InferenceX's dated exports,
 which leave the worker counts blank, take them (and the run's MTP) from the InferenceX config entry
-they match (``aisimulate.fidelity.inferencex``).
+they match (``aisimulate.fidelity.inferencex``); those the same exports label ``agg`` with the whole
+deployment's GPUs as ``tp`` are read as the disaggregated runs they are. Rows that name one
+benchmark task (``gtl_task_id``) are one deployment's concurrency sweep; a sweep whose mean TPOT
+falls as its users grow contradicts the deployment it records and is not replayed.
 """
 
 from __future__ import annotations
@@ -453,6 +456,64 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
     return rows
 
 
+# How far a deployment's mean TPOT may fall as its users grow before its sweep contradicts itself.
+# Not fitted: a pass only grows with the sequences in it, so on a fixed deployment the TPOT does
+# not fall at all; repeated runs of one deployment agree within 2% (InferenceX's November and
+# December runs of the same gb200 DeepSeek-R1 deployments, 51 of 55 pairs), a tenth of this.
+SWEEP_TPOT_FALL = 0.2
+
+
+def _sweep(row: MeasuredRow) -> tuple[object, ...] | None:
+    """The benchmark task and deployment a row was measured on, when its source names the task
+    (``gtl_task_id``, the AIConfigurator team's runs): rows sharing it are one deployment's
+    concurrency sweep. None: the row names no task."""
+    task = _source_field(row.source, "gtl_task_id")
+    if not task or row.problem:
+        return None
+    file = _source_field(row.source, "source_file")
+    run = (row.system, row.backend, row.model, row.mode, row.precision, row.isl, row.osl)
+    return (file, task, *run, row.tp, row.pp, row.attn_dp, row.moe_tp, row.moe_ep)
+
+
+def _contradicting_sweeps_skipped(rows: list[MeasuredRow]) -> list[MeasuredRow]:
+    """The rows, with those of a concurrency sweep whose mean TPOT falls by more than
+    ``SWEEP_TPOT_FALL`` as its users grow marked unreplayable: a closed loop on the deployment
+    the rows record cannot measure that, so the sweep ran on something else (shared GPUs or
+    hosts, a different deployment) that no row says."""
+    sweeps: dict[tuple[object, ...], list[MeasuredRow]] = {}
+    for row in rows:
+        key = _sweep(row)
+        if key is not None:
+            sweeps.setdefault(key, []).append(row)
+    problems: dict[int, str] = {}
+    for members in sweeps.values():
+        fall = _tpot_fall(members)
+        if fall is not None:
+            problems.update((id(r), fall) for r in members)
+    return [replace(r, problem=problems[id(r)]) if id(r) in problems else r for r in rows]
+
+
+def _tpot_fall(members: list[MeasuredRow]) -> str | None:
+    """The largest fall of the mean TPOT from fewer users to more in one sweep, as a reason, when
+    it exceeds ``SWEEP_TPOT_FALL``; None otherwise."""
+    measured = sorted((r.concurrency, r.measured_tpot_ms) for r in members if r.measured_tpot_ms)
+    worst: tuple[float, int, float, int, float] | None = None
+    for i, (few, slow) in enumerate(measured):
+        for many, fast in measured[i + 1 :]:
+            fall = 1 - fast / slow
+            if many > few and fall > SWEEP_TPOT_FALL and (worst is None or fall > worst[0]):
+                worst = (fall, few, slow, many, fast)
+    if worst is None:
+        return None
+    fall, few, slow, many, fast = worst
+    task = _source_field(members[0].source, "gtl_task_id")
+    return (
+        f"its deployment's sweep ({task}) contradicts itself: mean TPOT {slow:.1f} ms at {few} users, "
+        f"{fast:.1f} ms at {many} ({fall:.0%} less with more users), which no closed loop on the "
+        "recorded deployment measures (a pass only grows with its sequences)"
+    )
+
+
 def read_measured(path: str | Path) -> list[MeasuredRow]:
     """All rows of a measured-benchmark CSV; a malformed cell raises ``ConfigError`` naming it
     (in AIConfigurator's silicon format, it marks that row's ``problem`` instead)."""
@@ -467,7 +528,7 @@ def read_measured(path: str | Path) -> list[MeasuredRow]:
         missing = [c for c in (*SILICON_REQUIRED, *SILICON_MEASURED) if c not in header]
         if missing:
             raise ConfigError(f"missing column(s) {', '.join(missing)}", where=f"{path}:1")
-        return _read_silicon(path, reader)
+        return _contradicting_sweeps_skipped(_read_silicon(path, reader))
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ConfigError(f"missing column(s) {', '.join(missing)}", where=f"{path}:1")

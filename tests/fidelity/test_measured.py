@@ -237,3 +237,43 @@ def test_an_exported_as_aggregated_run_no_single_entry_explains_is_skipped_with_
     assert row.mode == "disagg"
     assert row.problem.startswith("labelled agg, 28 GPUs as tp: disaggregated worker counts not recorded;")
     assert "ambiguous: 2 InferenceX entries match" in row.problem
+
+
+# Two rows of one benchmark task (one Dynamo deployment's concurrency sweep) of AIConfigurator
+# 0.12's silicon_sample.csv, as written: 41.9 ms at 2 users, 27.6 ms at 8.
+_SWEEP_SOURCE = (
+    "source_file=/Users/harrli/projects/aic-auto-gap-analysis/data/gb200/trtllm/1.3.0rc1/Qwen_Qwen3-32B.csv; "
+    "gtl_task_id=dynamo_trtllm_agg-20260323-001201-060256; silicon_concurrency={c}; measured=2026-03-23; "
+    "image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.9.0; dynamo_version=0.9.0"
+)
+SWEEP_C2 = (
+    "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c2_tp2_epnone_3,"
+    + _SWEEP_SOURCE.format(c=2)
+    + ",trtllm,1.3.0rc1,Qwen/Qwen3-32B,gb200,,agg,2000,500,,,1,2,1,0,0,0,,,,,,,,,,,,,,,"
+    "225.734943525,41.9178922495992"
+)
+SWEEP_C8 = (
+    "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c8_tp2_epnone_4,"
+    + _SWEEP_SOURCE.format(c=8)
+    + ",trtllm,1.3.0rc1,Qwen/Qwen3-32B,gb200,,agg,2000,500,,,4,2,1,0,0,0,,,,,,,,,,,,,,,"
+    "533.97033451875,27.639192036335167"
+)
+
+
+def test_a_sweep_whose_tpot_falls_as_its_users_grow_is_skipped_with_the_fall(tmp_path):
+    rows = _silicon_file(tmp_path, SWEEP_C2, SWEEP_C8)
+    for row in rows:
+        assert row.problem.startswith(
+            "its deployment's sweep (dynamo_trtllm_agg-20260323-001201-060256) contradicts itself: "
+            "mean TPOT 41.9 ms at 2 users, 27.6 ms at 8 (34% less with more users)"
+        )
+
+
+def test_rows_of_different_tasks_or_a_rising_tpot_are_no_contradiction(tmp_path):
+    other_task = SWEEP_C8.replace("-060256;", "-999999;")
+    assert [r.problem for r in _silicon_file(tmp_path, SWEEP_C2, other_task)] == ["", ""]
+    # The same two users' counts with the TPOTs the other way round, or a fall within a fifth.
+    rising = SWEEP_C2.replace(",41.9178922495992", ",27.6"), SWEEP_C8.replace(",27.639192036335167", ",41.9")
+    assert [r.problem for r in _silicon_file(tmp_path, *rising)] == ["", ""]
+    small_fall = SWEEP_C2.replace(",41.9178922495992", ",34.0")  # 27.6 is 19% less
+    assert [r.problem for r in _silicon_file(tmp_path, small_fall, SWEEP_C8)] == ["", ""]
