@@ -178,6 +178,22 @@ def _silicon_int(cell: dict[str, str], field: str, where: str, *, default: int |
     return _int(text, field=field, where=f"{where}: {field}", zero_is_one=True)
 
 
+def _sglang_tp_times_ep(
+    cell: dict[str, str], source: str, *, tp: int, attn_dp: int, moe_tp: int, moe_ep: int
+) -> bool:
+    """Whether an aggregated row is an InferenceX database SGLang run whose tp_size is its
+    ``--tensor-parallel-size`` (moe_tp) times its ``--ep-size`` (moe_ep): SGLang splits the
+    experts of its TP ranks EP ways, so EP divides TP."""
+    return (
+        cell["backend"].strip().lower() == "sglang"
+        and source.startswith("db-dump/")
+        and attn_dp == 1
+        and moe_ep > 1
+        and tp == moe_tp * moe_ep
+        and moe_tp % moe_ep == 0
+    )
+
+
 def _worker_shape(cell: dict[str, str], role: str, where: str) -> RecordedWorkers:
     tp = _silicon_int(cell, f"{role}_tp_size", where, default=None)
     if tp is None:
@@ -261,11 +277,18 @@ def _silicon_fields(
             # attention_dp 4, moe_ep 16` for the rows InferenceX names `tp4_ep4`). vLLM's experts
             # then span the TP ranks.
             attn_dp, moe_ep = 1, tp
+        moe_tp = _silicon_int(cell, "moe_tp_size", where) or 1
+        if _sglang_tp_times_ep(cell, source, tp=tp, attn_dp=attn_dp, moe_tp=moe_tp, moe_ep=moe_ep):
+            # InferenceX's results database writes a single-node SGLang run's
+            # `--tensor-parallel-size TP --ep-size EP` as moe_tp TP, moe_ep EP and tp TP x EP
+            # (`tp 16, moe_tp 4, moe_ep 4` for dsr1_fp4_b300.sh's TP4 EP4 on one 8-GPU node).
+            # SGLang's experts then span the TP ranks, EP ways.
+            tp, moe_tp = moe_tp, moe_tp // moe_ep
         fields.update(
             tp=tp,
             pp=_silicon_int(cell, "pp_size", where) or 1,
             attn_dp=attn_dp,
-            moe_tp=_silicon_int(cell, "moe_tp_size", where) or 1,
+            moe_tp=moe_tp,
             moe_ep=moe_ep,
             workers=workers,
         )

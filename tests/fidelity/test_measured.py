@@ -173,6 +173,24 @@ TRT_AGG_LABELLED = (
 )
 
 
+# InferenceX's results database (AIConfigurator 0.12's silicon_sample.csv, as written): SGLang runs
+# of dsr1_fp4_b300.sh (TP4 EP4 on one node) and qwen3.5_fp4_b300.sh (TP2 EP2).
+SGLANG_DB_TP4_EP4 = (
+    "dsr1_b300_sglang_fp4_agg_1024x1024_c4_cfg717,db-dump/2026-04-27; config_id=717; "
+    "silicon_concurrency=4; measured=2026-04-17T00:00:00.000Z; workflow_run_id=748; "
+    "lmsysorg/sglang:v0.5.10.post1-cu130,sglang,"
+    "0.5.10.post1,deepseek-ai/DeepSeek-V3,b300_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,4,16,1,1,4,4,"
+    ",,,,,,,,,,,,,,,182.9310850262118,8.450839589206453"
+)
+SGLANG_DB_TP2_EP2 = (
+    "qwen3_5_b300_sglang_fp4_agg_1024x1024_c4_cfg736,db-dump/2026-04-27; config_id=736; "
+    "silicon_concurrency=4; measured=2026-04-18T00:00:00.000Z; workflow_run_id=765; "
+    "lmsysorg/sglang:v0.5.10.post1-cu130,sglang,"
+    "0.5.10.post1,Qwen/Qwen3.5-397B-A17B,b300_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,4,4,1,1,2,2,"
+    ",,,,,,,,,,,,,,,162.1589773996675,7.291581421572572"
+)
+
+
 def _silicon_file(tmp_path, *lines):
     path = tmp_path / "rows.csv"
     path.write_text("\n".join([SILICON.read_text().splitlines()[0], *lines]) + "\n")
@@ -277,3 +295,24 @@ def test_rows_of_different_tasks_or_a_rising_tpot_are_no_contradiction(tmp_path)
     assert [r.problem for r in _silicon_file(tmp_path, *rising)] == ["", ""]
     small_fall = SWEEP_C2.replace(",41.9178922495992", ",34.0")  # 27.6 is 19% less
     assert [r.problem for r in _silicon_file(tmp_path, small_fall, SWEEP_C8)] == ["", ""]
+
+
+def test_an_inferencex_database_sglang_row_runs_on_its_tensor_parallel_gpus(tmp_path):
+    # The database writes `--tensor-parallel-size TP --ep-size EP` as moe_tp TP, moe_ep EP and
+    # tp TP x EP: 16 and 4 GPUs as written, 4 and 2 as launched (one 8-GPU node).
+    deepseek, qwen = _silicon_file(tmp_path, SGLANG_DB_TP4_EP4, SGLANG_DB_TP2_EP2)
+    assert deepseek.problem == qwen.problem == ""
+
+    def split(r):
+        return (r.tp, r.attn_dp, r.moe_tp, r.moe_ep, r.workers)
+
+    assert (split(deepseek), split(qwen)) == ((4, 1, 1, 4, 1), (2, 1, 1, 2, 1))
+    # Another backend's row, a row of another source, and a split whose experts outnumber the
+    # TP ranks (SGLang cannot launch EP 4 on 1 rank) are read as written.
+    (trt,) = _silicon_file(tmp_path, SGLANG_DB_TP4_EP4.replace(",sglang,0.5.10.post1,", ",trtllm,1.2.0,"))
+    assert (trt.tp, trt.moe_tp, trt.moe_ep) == (16, 4, 4)
+    dated_export = SGLANG_DB_TP4_EP4.replace(",db-dump/2026-04-27;", ",source_file=2026-04-06.csv;")
+    (dated,) = _silicon_file(tmp_path, dated_export)
+    assert (dated.tp, dated.moe_tp, dated.moe_ep) == (16, 4, 4)
+    (wide,) = _silicon_file(tmp_path, SGLANG_DB_TP2_EP2.replace(",4,4,1,1,2,2,", ",4,4,1,1,1,4,"))
+    assert (wide.tp, wide.moe_tp, wide.moe_ep) == (4, 1, 4)
