@@ -78,6 +78,15 @@ class BackendProfile:
     # Fitted: the median measured - replayed TTFT of the development split's disaggregated rows
     # of at most 16 users, rounded to 10 ms (docs/fidelity.md, "Disaggregated TTFT").
     kv_handoff_ms: float
+    # Disaggregated serving: whether a context rank sends one prompt's KV at a time, each send
+    # taking ``kv_send_ms`` plus the bytes at ``kv_send_gbps`` (GB/s per GPU; None: the link's
+    # rate) after the sends the rank started before it. TensorRT-LLM's context executor sends
+    # the KV of one request at a time unless TRTLLM_PARALLEL_CACHE_SEND=1 (default 0: its
+    # disaggregated-service guide); the two costs are fitted (docs/fidelity.md, "TRT-LLM
+    # disaggregated: one KV send at a time").
+    serial_kv_send: bool = False
+    kv_send_ms: float = 0.0
+    kv_send_gbps: float | None = None
     # Asynchronous scheduling (``async_switch`` engines with it on): a request's first token
     # reaches the client this many passes (of the pass that computed it) after that pass ends.
     # Fitted on the development split's aggregated vLLM rows of asynchronous releases (0.17-0.19),
@@ -243,8 +252,17 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         # context pass's host time): the median over the development split's TRT-LLM
         # disaggregated rows of at most 16 users whose decode slots do not bind (users below the
         # recipe's slots, or no recipe cap) of measured - replayed TTFT + the hand-off, 29.3 ms
-        # over 36 rows (docs/fidelity.md, "TRT-LLM disaggregated: the hand-off under the floor").
-        kv_handoff_ms=30,
+        # over 36 rows (docs/fidelity.md, "TRT-LLM disaggregated: the hand-off under the floor"),
+        # less the one KV send of a 1k prompt now priced apart (below).
+        kv_handoff_ms=20,
+        # The cache transceiver sends one request's KV at a time (TRTLLM_PARALLEL_CACHE_SEND=0).
+        # Its cost, fitted on the development gb200 gpt-oss-120b rows (one TP1 context worker,
+        # 1k and 8k prompts, replayed without the eager floor): a send costs about 10 ms plus
+        # 4.8 ms per 1,000 tokens, the bytes as replayed (bf16 KV, 36.9 KB a token; the recipe
+        # ran FP8) at 8 GB/s (docs/fidelity.md, "TRT-LLM disaggregated: one KV send at a time").
+        serial_kv_send=True,
+        kv_send_ms=10,
+        kv_send_gbps=8,
         eager_layer_ms=1.5,
         balances_attention_dp=True,
         blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),

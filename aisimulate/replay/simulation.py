@@ -35,7 +35,7 @@ from aisimulate.replay.plan import SLA, DeploymentPlan
 from aisimulate.replay.report import Fleet, Report, request_records, summarize
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import HeldRequests
-from aisimulate.replay.transfer import kv_transfer
+from aisimulate.replay.transfer import KvSenders, kv_transfer
 from aisimulate.replay.workers import (
     Pool,
     ResolvedEngine,
@@ -123,7 +123,7 @@ class Simulation:
         )
         self.rank_load: dict[int, int] = {}  # id(decode rank) -> its requests not yet completed
         self.load_on: dict[int, int] = {}  # request id -> id(the decode rank it was counted on)
-        self.transfer = kv_transfer(plan)
+        self.senders = KvSenders(kv_transfer(plan))
         self.destination_missing = plan.kv_transfer_timing == "destination_missing"
         self.frontend_ms = resolve_frontend_latency_ms(plan)
         self.held = HeldRequests(self.entry.router.queue_policy)
@@ -398,7 +398,7 @@ class Simulation:
             tokens = r.prompt_len
             if self.destination_missing:
                 tokens = min(missing * self.block_size, tokens)
-            ms = self.transfer.ms(tokens * self.pools[0].engine.kv_bytes_per_token_per_gpu)
+            ms = self.senders.ms(now, tokens * self.pools[0].engine.kv_bytes_per_token_per_gpu, id(source))
             r.kv_transfer_ms = ms
             self.collector.transfer(ms)
             if ms > 0:

@@ -67,11 +67,15 @@ def test_transfer_time_is_the_handoff_latency_plus_bytes_over_bandwidth():
 def test_every_replay_gets_its_backends_handoff_latency(backend):
     # Unset, the latency is the backend's fitted value; a free link (bandwidth 0) stays free.
     default = plan(backend=backend, kv_transfer_latency_ms=None)
-    handoff_ms = backend_profile(backend).kv_handoff_ms
+    profile = backend_profile(backend)
+    handoff_ms = profile.kv_handoff_ms
     assert handoff_ms > 0
-    assert kv_transfer(default) == KvTransfer(latency_ms=handoff_ms, gbps=get_system("h200_sxm").nvlink_gbps)
+    transfer = kv_transfer(default)
+    assert transfer.latency_ms == handoff_ms
+    assert transfer.gbps == min(get_system("h200_sxm").nvlink_gbps, profile.kv_send_gbps or float("inf"))
     rep = one(default)
-    assert rep.requests[0]["kv_transfer_ms"] == pytest.approx(handoff_ms + 1024 * 131072 / (450 * 1e6))
+    expected = handoff_ms + profile.kv_send_ms + 1024 * 131072 / (transfer.gbps * 1e6)
+    assert rep.requests[0]["kv_transfer_ms"] == pytest.approx(expected)
     free = plan(backend=backend, kv_transfer_latency_ms=None, kv_transfer_bandwidth_gbps=0)
     assert kv_transfer(free).ms(1e9) == 0
     agg = DeploymentPlan(model="meta-llama/Llama-3.1-8B", system="h200_sxm", backend=backend)

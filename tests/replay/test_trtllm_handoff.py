@@ -30,12 +30,17 @@ def one_request(**plan_kw):
 
 
 def test_the_trtllm_handoff_is_what_the_eager_context_pass_leaves():
-    handoff_ms = backend_profile("trtllm").kv_handoff_ms
+    profile = backend_profile("trtllm")
+    handoff_ms = profile.kv_handoff_ms
     r = one_request()
-    # The default hand-off is the backend's; the bytes of a 1k prompt over NVLink are negligible.
-    assert r["kv_transfer_ms"] == pytest.approx(handoff_ms, abs=0.5)
+    # The default hand-off is the backend's hops and one KV send (nothing queued ahead of it):
+    # the fixed send cost and 1k tokens of MLA latents (61 layers x 576 FP8 bytes) at the
+    # sender's rate.
+    send_ms = profile.kv_send_ms + 1024 * 61 * 576 / ((profile.kv_send_gbps or 1e9) * 1e6)
+    assert r["kv_transfer_ms"] == pytest.approx(handoff_ms + send_ms, abs=0.5)
     without = one_request(kv_transfer_latency_ms=0)
     assert r["ttft_ms"] - without["ttft_ms"] == pytest.approx(handoff_ms, abs=0.5)
+    assert without["kv_transfer_ms"] == pytest.approx(send_ms, abs=0.5)
     # The floor alone (61 layers x 1.5 ms) is most of the measured TTFT: the two together must
     # stay near the measurement, not 70% above it as the pre-floor 90 ms replayed.
     floor_ms = backend_profile("trtllm").eager_layer_ms * 61
