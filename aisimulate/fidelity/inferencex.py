@@ -19,13 +19,16 @@ whose shapes export to what the row records; the entry's own shapes (decode EP a
 included) and its MTP draft tokens are what ran. No entry, entries that disagree, or MTP whose
 draft-token count the entry does not name leave the row unreplayed, with that reason. A row
 that records no image is replayed only when every bundled version that has an entry for it gives
-it the same deployment.
+it the same deployment. Where InferenceX's results database holds the same run (``linked``), it
+says which of an MTP and a plain entry ran it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -218,6 +221,104 @@ class NoEntry(Unresolved):
     """No entry of the row's config version runs its concurrency on its recorded shapes."""
 
 
+# The results database (``db-dump/`` rows) holds InferenceX's runs without speculative decoding
+# only. Of the 133 development rows of it whose concurrency and recorded split a bundled entry
+# names, 101 match only plain entries, 31 a plain and an MTP entry, and one (GB200 FP4 1k/8k at 7
+# users) only an MTP entry, whose plain twin lists 5 users at 0004cf5f; where the dated exports
+# hold two runs of one deployment at one concurrency (an MTP entry's and a plain entry's, one
+# measurement time), the database holds one of the two.
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """A measured row as ``linked`` compares it with the other records of the same run."""
+
+    id: str
+    run: RunKey  # the model as the row writes it (the results database: DeepSeek-V3 for R1)
+    concurrency: int
+    ttft_ms: float
+    tpot_ms: float
+    export: str  # a dated export's file and measurement time; "" for other sources
+    recorded: tuple[tuple[int, ...], tuple[int, ...]]  # (tp, pp, attention DP, moe_tp, moe_ep) per role
+    deployment: tuple[WorkerShape, WorkerShape] | None  # recorded workers and split; None: counts blank
+
+
+@dataclass(frozen=True, slots=True)
+class Speculation:
+    """What another record of a row's run says of it: MTP or not, and, from the results database,
+    the deployment it recorded."""
+
+    mtp: bool
+    deployment: tuple[WorkerShape, WorkerShape] | None
+    row: str  # the results database's row of the run (mtp False) or of its plain twin (mtp True)
+
+    @property
+    def says(self) -> str:
+        """Where it comes from, for the row's ``workers_from``."""
+        if self.mtp:
+            return f"MTP: its plain twin is results database row {self.row}"
+        return f"no MTP: results database row {self.row}"
+
+    def keeps(self, found: list[Entry]) -> list[Entry]:
+        """The matching entries that can have run as that record says: MTP ones, or plain ones of
+        the recorded deployment's workers and GPUs per role (an entry's own split may differ from
+        the database's, e.g. for script-launched SGLang workers)."""
+        if self.mtp:
+            return [e for e in found if e.spec_decoding == "mtp"]
+        assert self.deployment is not None
+        sizes = _sizes(self.deployment)
+        return [e for e in found if e.spec_decoding == "none" and _sizes(e.shapes()) == sizes]
+
+
+def _sizes(roles: tuple[WorkerShape, WorkerShape]) -> tuple[tuple[int, int], ...]:
+    return tuple((r.workers, r.tp * r.attention_dp) for r in roles)
+
+
+def _digits(ms: float) -> str:
+    """A measured mean to 12 significant digits: the exports write the same float with its last
+    digits rounded differently (13693.258112009305 and ...304)."""
+    return f"{ms:.12g}"
+
+
+def linked(copies: Iterable[Copy]) -> dict[str, Speculation]:
+    """What other records of the same runs say of the rows that leave their worker counts blank.
+
+    One measurement is one run, concurrency, mean TTFT and mean TPOT to 12 digits: InferenceX's
+    dated exports and its results database write the same runs with the same numbers. A row whose
+    measurement the results database holds ran without MTP on the deployment the database
+    recorded. Two measurements of one dated export at one measurement time, concurrency and
+    recorded split are the runs of two entries; where the database holds one of them, the other
+    ran with MTP. Rows of other exports with the same measurement take the same.
+    """
+    measurements: defaultdict[tuple, list[Copy]] = defaultdict(list)
+    for c in copies:
+        run = replace(c.run, model=RESULTS_DB_MODEL.get(c.run.model, c.run.model))
+        measurements[(run, c.concurrency, _digits(c.ttft_ms), _digits(c.tpot_ms))].append(c)
+    said: dict[tuple, Speculation] = {}
+    for key, found in measurements.items():
+        recorded = {c.deployment: c.id for c in found if c.deployment is not None}
+        if len(recorded) == 1:
+            ((deployment, row),) = recorded.items()
+            said[key] = Speculation(mtp=False, deployment=deployment, row=row)
+    runs: defaultdict[tuple, set[tuple]] = defaultdict(set)
+    for key, found in measurements.items():
+        for c in found:
+            if c.export and c.deployment is None:
+                runs[(c.export, key[0], c.concurrency, c.recorded)].add(key)
+    for keys in runs.values():
+        plain = [k for k in keys if k in said and not said[k].mtp]
+        if len(keys) == 2 and len(plain) == 1:
+            (other,) = keys - set(plain)
+            said[other] = Speculation(mtp=True, deployment=None, row=said[plain[0]].row)
+    return {
+        c.id: said[key]
+        for key, found in measurements.items()
+        if key in said
+        for c in found
+        if c.deployment is None
+    }
+
+
 def _role(raw: dict) -> RoleEntry:
     return RoleEntry(
         workers=int(raw["workers"]),
@@ -273,11 +374,14 @@ def resolve(
     prefill: tuple[int, int, int, int, int],
     decode: tuple[int, int, int, int, int],
     entries: tuple[Entry, ...] | None = None,
+    speculation: Speculation | None = None,
 ) -> Resolved:
     """The deployment of a disaggregated InferenceX row, from the entries matching it.
 
     ``prefill``/``decode`` are the row's recorded (tp, pp, attention DP, moe_tp, moe_ep). Raises
     ``Unresolved`` with the reason when no entry, or entries that disagree, match.
+    ``speculation``: what another record of the same run says of it (``linked``); it keeps the
+    matching entries that ran as that record says.
     """
     entries = bundled_entries() if entries is None else entries
     what = f"{run.model} {run.precision} on {run.system} ({run.backend}) at {run.isl}/{run.osl}"
@@ -285,7 +389,9 @@ def resolve(
     if not same:
         raise Unresolved(f"no InferenceX disaggregated entry for {what}")
     if not image:
-        return _resolve_any_version(run, same, concurrency=concurrency, prefill=prefill, decode=decode)
+        return _resolve_any_version(
+            run, same, concurrency=concurrency, prefill=prefill, decode=decode, speculation=speculation
+        )
     ran = [e for e in same if same_image(e.image, image)]
     if not ran:
         images = ", ".join(sorted({e.image for e in same}))
@@ -293,6 +399,14 @@ def resolve(
     if concurrency is None:
         raise Unresolved("concurrency not recorded")
     found = [e for e in ran if e.runs_at(concurrency) and e.exports_to(prefill, decode)]
+    said = ""
+    if speculation is not None:
+        kept = speculation.keeps(found)
+        if not kept and speculation.deployment is not None:
+            # No entry of this version names the deployment the database recorded for the run.
+            prefill_shape, decode_shape = speculation.deployment
+            return Resolved(prefill=prefill_shape, decode=decode_shape, nextn=0, source=speculation.says)
+        found, said = (kept, f" ({speculation.says})") if kept else (found, "")
     if not found:
         raise NoEntry("no InferenceX entry at the row's concurrency with its per-role shapes")
     if len({e.ran for e in found}) > 1:
@@ -309,7 +423,7 @@ def resolve(
         prefill=prefill_shape,
         decode=decode_shape,
         nextn=entry.mtp_draft_tokens or 0,
-        source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip(),
+        source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip() + said,
         decode_max_batch=recipe_max_batch(entry.recipe),
     )
 
@@ -321,6 +435,7 @@ def _resolve_any_version(
     concurrency: int | None,
     prefill: tuple[int, int, int, int, int],
     decode: tuple[int, int, int, int, int],
+    speculation: Speculation | None,
 ) -> Resolved:
     """A row that records no container image: which version of the config ran it is unknown.
     Each bundled version (one per image) is tried; a version with no entry at the row's
@@ -341,6 +456,7 @@ def _resolve_any_version(
                     prefill=prefill,
                     decode=decode,
                     entries=tuple(same),
+                    speculation=speculation,
                 )
             )
         except NoEntry:
