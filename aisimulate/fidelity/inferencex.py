@@ -251,10 +251,15 @@ class Speculation:
     mtp: bool
     deployment: tuple[WorkerShape, WorkerShape] | None
     row: str  # the results database's row of the run (mtp False) or of its plain twin (mtp True)
+    # False: not this run, but the database's run of the same model, lengths and concurrency on as
+    # many GPUs per role (what a row whose config no bundled version holds can go by).
+    same_run: bool = True
 
     @property
     def says(self) -> str:
         """Where it comes from, for the row's ``workers_from``."""
+        if not self.same_run:
+            return f"as the results database's run at its concurrency and GPUs per role, row {self.row}"
         if self.mtp:
             return f"MTP: its plain twin is results database row {self.row}"
         return f"no MTP: results database row {self.row}"
@@ -310,13 +315,41 @@ def linked(copies: Iterable[Copy]) -> dict[str, Speculation]:
         if len(keys) == 2 and len(plain) == 1:
             (other,) = keys - set(plain)
             said[other] = Speculation(mtp=True, deployment=None, row=said[plain[0]].row)
-    return {
+    taken = {
         c.id: said[key]
         for key, found in measurements.items()
         if key in said
         for c in found
         if c.deployment is None
     }
+    return taken | _same_search(measurements, taken)
+
+
+def _same_search(
+    measurements: dict[tuple, list[Copy]], taken: dict[str, Speculation]
+) -> dict[str, Speculation]:
+    """For the rest of the rows without counts: the deployment of the results database's runs at
+    the same run key and concurrency whose GPUs per role are the row's recorded ``tp``, where they
+    agree on one. Kimi-K2.5's work-in-progress GB200 TensorRT-LLM rows of the 2026-03-25 export
+    (measured 2026-04-02) ran the concurrencies the database holds for its 2026-04-18 runs (5, 15,
+    30, 55 users on TP4 decode workers, 192, 360, 668 on TP8, ...), a config no bundled version of
+    InferenceX's file names."""
+    database: defaultdict[tuple, set[tuple[tuple[WorkerShape, WorkerShape], str]]] = defaultdict(set)
+    for (run, users, _, _), found in measurements.items():
+        for c in found:
+            if c.deployment is not None:
+                gpus = tuple(r.tp * r.attention_dp for r in c.deployment)
+                database[(run, users, gpus)].add((c.deployment, c.id))
+    out = {}
+    for (run, users, _, _), found in measurements.items():
+        for c in found:
+            if c.deployment is not None or c.id in taken:
+                continue
+            ran = database.get((run, users, tuple(role[0] for role in c.recorded)), set())
+            if len({deployment for deployment, _ in ran}) == 1:
+                deployment, row = min(ran, key=lambda d: d[1])
+                out[c.id] = Speculation(mtp=False, deployment=deployment, row=row, same_run=False)
+    return out
 
 
 def _role(raw: dict) -> RoleEntry:
@@ -386,6 +419,9 @@ def resolve(
     entries = bundled_entries() if entries is None else entries
     what = f"{run.model} {run.precision} on {run.system} ({run.backend}) at {run.isl}/{run.osl}"
     same = [e for e in entries if run.names(e)]
+    if not same and speculation is not None and speculation.deployment is not None:
+        prefill_shape, decode_shape = speculation.deployment
+        return Resolved(prefill=prefill_shape, decode=decode_shape, nextn=0, source=speculation.says)
     if not same:
         raise Unresolved(f"no InferenceX disaggregated entry for {what}")
     if not image:
@@ -400,7 +436,7 @@ def resolve(
         raise Unresolved("concurrency not recorded")
     found = [e for e in ran if e.runs_at(concurrency) and e.exports_to(prefill, decode)]
     said = ""
-    if speculation is not None:
+    if speculation is not None and speculation.same_run:
         kept = speculation.keeps(found)
         if not kept and speculation.deployment is not None:
             # No entry of this version names the deployment the database recorded for the run.

@@ -695,7 +695,10 @@ def test_linked_rows_take_what_the_results_database_says_of_their_run():
     assert said["plain"].says == "no MTP: results database row db"
     assert said["other"] == said["later"] == Speculation(mtp=True, deployment=None, row="db")
     assert said["x"].mtp is False
-    assert set(said) == {"plain", "other", "later", "x"}  # never the database's own rows
+    # y and z are not the database's run: only its run at their concurrency, which their own
+    # config's entries outrank (below).
+    assert not said["y"].same_run and not said["z"].same_run
+    assert set(said) == {"plain", "other", "later", "x", "y", "z"}  # never the database's own rows
 
 
 def test_what_another_record_says_picks_the_entry_of_an_ambiguous_row():
@@ -739,3 +742,47 @@ def test_read_measured_links_the_exports_rows_to_the_results_databases(tmp_path)
     assert (read["mtp"].problem, read["mtp"].nextn, read["mtp"].decode.max_batch) == ("", 3, 8)
     assert (read["mtp"].decode.workers, read["mtp"].decode.attn_dp) == (4, 1)
     assert "ambiguous" in read["unlinked"].problem and "ambiguous" in read["unlinked2"].problem
+
+
+def test_a_row_whose_config_no_version_holds_takes_the_databases_run_at_its_concurrency():
+    tep4 = (TEP8[0], WorkerShape(workers=5, tp=4, attention_dp=1, moe_tp=1, moe_ep=4))
+    kimi = RunKey("moonshotai/Kimi-K2.5", "fp4", "gb200", "trtllm", 1024, 1024)
+
+    def row(row_id, users, decode_tp, ttft, deployment=None):
+        return Copy(
+            id=row_id,
+            run=kimi,
+            concurrency=users,
+            ttft_ms=ttft,
+            tpot_ms=9.0,
+            export="" if deployment else "2026-03-25.csv 2026-04-02T05:29:01Z",
+            recorded=((4, 1, 1, 4, 1), (decode_tp, 1, 1, decode_tp, 1)),
+            deployment=deployment,
+        )
+
+    said = linked(
+        [
+            row("db15", 15, 4, 206.9, tep4),
+            row("db192", 192, 8, 395.3, TEP8),
+            row("wip15", 15, 4, 2848.6),  # an earlier run: other numbers, same concurrency and GPUs
+            row("wip192", 192, 16, 4582.6),  # 16 decode GPUs: not the database's 8
+            row("wip30", 30, 4, 3381.4),  # no database run at 30 users
+        ]
+    )
+    assert said == {"wip15": Speculation(mtp=False, deployment=tep4, row="db15", same_run=False)}
+    found = resolve(
+        kimi,
+        concurrency=15,
+        image="",
+        prefill=(4, 1, 1, 4, 1),
+        decode=(4, 1, 1, 4, 1),
+        speculation=said["wip15"],
+    )
+    assert (found.prefill, found.decode, found.nextn) == (*tep4, 0)
+    assert found.source == "as the results database's run at its concurrency and GPUs per role, row db15"
+    with pytest.raises(Unresolved, match=r"no InferenceX disaggregated entry for moonshotai/Kimi-K2\.5"):
+        resolve(kimi, concurrency=30, image="", prefill=(4, 1, 1, 4, 1), decode=(4, 1, 1, 4, 1))
+    # Where a bundled entry names the config, its entries decide, not another run's deployment.
+    other_run = Speculation(mtp=False, deployment=TEP8, row="db", same_run=False)
+    with pytest.raises(Unresolved, match="ambiguous"):
+        _resolve(12, 8, speculation=other_run)
