@@ -238,7 +238,7 @@ class Copy:
     concurrency: int
     ttft_ms: float
     tpot_ms: float
-    export: str  # a dated export's file and measurement time; "" for other sources
+    day: str  # the day it was measured (``YYYY-MM-DD``)
     recorded: tuple[tuple[int, ...], tuple[int, ...]]  # (tp, pp, attention DP, moe_tp, moe_ep) per role
     deployment: tuple[WorkerShape, WorkerShape] | None  # recorded workers and split; None: counts blank
 
@@ -279,6 +279,13 @@ def _sizes(roles: tuple[WorkerShape, WorkerShape]) -> tuple[tuple[int, int], ...
     return tuple((r.workers, r.tp * r.attention_dp) for r in roles)
 
 
+def _gpus(c: Copy) -> tuple[int, ...]:
+    """GPUs per role: the recorded deployment's, or the exported ``tp`` (the role's GPUs)."""
+    if c.deployment is not None:
+        return tuple(r.tp * r.attention_dp for r in c.deployment)
+    return tuple(role[0] for role in c.recorded)
+
+
 def _digits(ms: float) -> str:
     """A measured mean to 12 significant digits: the exports write the same float with its last
     digits rounded differently (13693.258112009305 and ...304)."""
@@ -291,9 +298,9 @@ def linked(copies: Iterable[Copy]) -> dict[str, Speculation]:
     One measurement is one run, concurrency, mean TTFT and mean TPOT to 12 digits: InferenceX's
     dated exports and its results database write the same runs with the same numbers. A row whose
     measurement the results database holds ran without MTP on the deployment the database
-    recorded. Two measurements of one dated export at one measurement time, concurrency and
-    recorded split are the runs of two entries; where the database holds one of them, the other
-    ran with MTP. Rows of other exports with the same measurement take the same.
+    recorded. Exactly two measurements of one run key, concurrency, day and GPUs per role are the
+    runs of two entries of one sweep (an MTP entry's and a plain entry's); where the database
+    holds one of them, the other ran with MTP. Every copy of a measurement takes the same.
     """
     measurements: defaultdict[tuple, list[Copy]] = defaultdict(list)
     for c in copies:
@@ -305,12 +312,11 @@ def linked(copies: Iterable[Copy]) -> dict[str, Speculation]:
         if len(recorded) == 1:
             ((deployment, row),) = recorded.items()
             said[key] = Speculation(mtp=False, deployment=deployment, row=row)
-    runs: defaultdict[tuple, set[tuple]] = defaultdict(set)
+    sweeps: defaultdict[tuple, set[tuple]] = defaultdict(set)
     for key, found in measurements.items():
         for c in found:
-            if c.export and c.deployment is None:
-                runs[(c.export, key[0], c.concurrency, c.recorded)].add(key)
-    for keys in runs.values():
+            sweeps[(key[0], c.concurrency, c.day, _gpus(c))].add(key)
+    for keys in sweeps.values():
         plain = [k for k in keys if k in said and not said[k].mtp]
         if len(keys) == 2 and len(plain) == 1:
             (other,) = keys - set(plain)
@@ -338,14 +344,13 @@ def _same_search(
     for (run, users, _, _), found in measurements.items():
         for c in found:
             if c.deployment is not None:
-                gpus = tuple(r.tp * r.attention_dp for r in c.deployment)
-                database[(run, users, gpus)].add((c.deployment, c.id))
+                database[(run, users, _gpus(c))].add((c.deployment, c.id))
     out = {}
     for (run, users, _, _), found in measurements.items():
         for c in found:
             if c.deployment is not None or c.id in taken:
                 continue
-            ran = database.get((run, users, tuple(role[0] for role in c.recorded)), set())
+            ran = database.get((run, users, _gpus(c)), set())
             if len({deployment for deployment, _ in ran}) == 1:
                 deployment, row = min(ran, key=lambda d: d[1])
                 out[c.id] = Speculation(mtp=False, deployment=deployment, row=row, same_run=False)

@@ -415,14 +415,13 @@ def _copy(cell: dict[str, str], where: str) -> inferencex.Copy | None:
         return None
     if ttft is None or tpot is None:
         return None
-    export = _source_field(source, "source_file")
     return inferencex.Copy(
         id=cell["id"].strip(),
         run=run,
         concurrency=concurrency,
         ttft_ms=ttft,
         tpot_ms=tpot,
-        export=f"{export} {_source_field(source, 'measured')}" if export else "",
+        day=_source_field(source, "measured")[:10],
         recorded=tuple((r.tp, r.pp, r.attn_dp, r.moe_tp, r.moe_ep) for r in roles),  # type: ignore[arg-type]
         deployment=(_shape(roles[0]), _shape(roles[1])) if all(r.workers for r in roles) else None,
     )

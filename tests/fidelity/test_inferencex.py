@@ -649,16 +649,14 @@ def test_a_results_database_row_gets_its_recipes_decode_cap_not_its_decode_batch
         assert read[uncapped].workers_from == ""
 
 
-def _copy(
-    row_id, ttft, *, deployment=None, export="2026-03-25.csv 2026-03-23T13:00:07Z", model="R1", users=12
-):
+def _copy(row_id, ttft, *, deployment=None, model="R1", users=12, day="2026-03-23"):
     return Copy(
         id=row_id,
         run=RunKey(f"deepseek-ai/DeepSeek-{model}", "fp4", "gb200", "trtllm", 1024, 1024),
         concurrency=users,
         ttft_ms=ttft,
         tpot_ms=9.0,
-        export="" if deployment else export,
+        day=day,
         recorded=((4, 1, 1, 1, 4), (8, 1, 1, 2, 4)),
         deployment=deployment,
     )
@@ -677,10 +675,12 @@ def test_linked_rows_take_what_the_results_database_says_of_their_run():
             # same mean with its last digits rounded differently.
             _copy("db", 13693.258112009305, deployment=TEP8, model="V3"),
             _copy("plain", 13693.258112009304),
-            # The other run of that deployment, concurrency and measurement time in that export.
+            # The other run of that deployment and concurrency that day.
             _copy("other", 6909.4865),
-            # A later export's copy of it (its measurement time to the day only).
-            _copy("later", 6909.4865, export="2026-04-06.csv 2026-03-23T00:00:00.000Z"),
+            # Another export's copy of it.
+            _copy("later", 6909.4865),
+            # The same deployment and concurrency another day: another sweep, nothing said.
+            _copy("monday", 7000.0, day="2026-03-16"),
             # At 24 users two runs of one deployment, neither in the database: nothing said.
             _copy("a", 100.0, users=24),
             _copy("b", 200.0, users=24),
@@ -695,10 +695,10 @@ def test_linked_rows_take_what_the_results_database_says_of_their_run():
     assert said["plain"].says == "no MTP: results database row db"
     assert said["other"] == said["later"] == Speculation(mtp=True, deployment=None, row="db")
     assert said["x"].mtp is False
-    # y and z are not the database's run: only its run at their concurrency, which their own
+    # Of y, z and monday only the database's run at their concurrency is known, which their own
     # config's entries outrank (below).
-    assert not said["y"].same_run and not said["z"].same_run
-    assert set(said) == {"plain", "other", "later", "x", "y", "z"}  # never the database's own rows
+    assert not any(said[row].same_run for row in ("y", "z", "monday"))
+    assert set(said) == {"plain", "other", "later", "x", "y", "z", "monday"}  # never the database's rows
 
 
 def test_what_another_record_says_picks_the_entry_of_an_ambiguous_row():
@@ -755,7 +755,7 @@ def test_a_row_whose_config_no_version_holds_takes_the_databases_run_at_its_conc
             concurrency=users,
             ttft_ms=ttft,
             tpot_ms=9.0,
-            export="" if deployment else "2026-03-25.csv 2026-04-02T05:29:01Z",
+            day="2026-04-02" if deployment is None else "2026-04-18",
             recorded=((4, 1, 1, 4, 1), (decode_tp, 1, 1, decode_tp, 1)),
             deployment=deployment,
         )
