@@ -544,8 +544,13 @@ def recorded_max_batch(
     lengths, image and concurrency on its exact deployment, when they all name the same one.
 
     Its own ``decode_batch_size`` cannot say: the results database writes the users' share of a
-    decode rank there (concurrency / (decode workers x attention DP), on every row), not the cap."""
-    found = [e for e in _db_run_entries(run, concurrency, image, entries) if e.shapes() == (prefill, decode)]
+    decode rank there (concurrency / (decode workers x attention DP), on every row), not the cap.
+    Only plain entries count: the database holds runs without MTP (``linked``)."""
+    found = [
+        e
+        for e in _db_run_entries(run, concurrency, image, entries)
+        if e.spec_decoding == "none" and e.shapes() == (prefill, decode)
+    ]
     batches = {recipe_max_batch(e.recipe) for e in found}
     if len(batches) != 1 or None in batches:
         return None

@@ -630,11 +630,12 @@ def _results_db_row(row_id, precision, osl, users, decode_workers, decode_batch,
 def test_a_results_database_row_gets_its_recipes_decode_cap_not_its_decode_batch_size(tmp_path):
     # 1k/8k FP8 on 4 TEP8 decode workers at 36 users: the database writes 9 (= 36 / 4 ranks), the
     # recipe InferenceX launched there (dsr1-fp8-gb200-dynamo-trt) caps each rank at 8: 32 slots.
-    # 1k/1k FP4, 12 users: the MTP entry (batch8) and the one without (batch32) both match it.
+    # 1k/1k FP4, 12 users: the MTP entry (batch8) and the one without (batch32) both match it;
+    # the database holds runs without MTP, so the plain entry's cap is the row's.
     path = tmp_path / "db.csv"
     rows = [
         _results_db_row("capped", "fp8", 8192, 36, 4, 9),
-        _results_db_row("ambiguous", "fp4", 1024, 12, 4, 3),
+        _results_db_row("plain", "fp4", 1024, 12, 4, 3),
         _results_db_row("unmatched", "fp8", 8192, 40, 4, 10),
     ]
     path.write_text("\n".join([HEADER, *rows]) + "\n")
@@ -644,9 +645,11 @@ def test_a_results_database_row_gets_its_recipes_decode_cap_not_its_decode_batch
     assert capped.decode.max_batch == 8 and capped.prefill.max_batch is None
     assert capped.workers_from.endswith("ctx1_gen4_tep8_batch8_eplb0_mtp0_36.yaml")
     assert build_case(capped).plan.decode.max_num_seqs == 8
-    for uncapped in ("ambiguous", "unmatched"):
-        assert read[uncapped].problem == "" and read[uncapped].decode.max_batch is None
-        assert read[uncapped].workers_from == ""
+    plain = read["plain"]
+    assert (plain.decode.max_batch, plain.nextn) == (32, 0)
+    assert plain.workers_from.endswith("ctx1_gen4_tep8_batch32_eplb0_mtp0.yaml")
+    assert read["unmatched"].problem == "" and read["unmatched"].decode.max_batch is None
+    assert read["unmatched"].workers_from == ""
 
 
 def _copy(row_id, ttft, *, deployment=None, model="R1", users=12, day="2026-03-23"):
