@@ -19,13 +19,16 @@ whose shapes export to what the row records; the entry's own shapes (decode EP a
 included) and its MTP draft tokens are what ran. No entry, entries that disagree, or MTP whose
 draft-token count the entry does not name leave the row unreplayed, with that reason. A row
 that records no image is replayed only when every bundled version that has an entry for it gives
-it the same deployment.
+it the same deployment. Where InferenceX's results database holds the same run (``linked``), it
+says which of an MTP and a plain entry ran it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -218,6 +221,142 @@ class NoEntry(Unresolved):
     """No entry of the row's config version runs its concurrency on its recorded shapes."""
 
 
+# The results database (``db-dump/`` rows) holds InferenceX's runs without speculative decoding
+# only. Of its 92 development rows whose image, concurrency and workers per role a bundled entry
+# names, 67 match only plain entries, 24 a plain and an MTP entry, and one (GB200 FP4 1k/8k at 7
+# users) only an MTP entry, whose plain twin lists 5 users at 0004cf5f. Of the 27 pairs of runs
+# of one deployment, concurrency and measurement time in the dated exports (an MTP entry's and a
+# plain entry's), it holds one run in 17 and neither in 10, never both.
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """A measured row as ``linked`` compares it with the other records of the same run."""
+
+    id: str
+    run: RunKey  # the model as the row writes it (the results database: DeepSeek-V3 for R1)
+    concurrency: int
+    ttft_ms: float
+    tpot_ms: float
+    day: str  # the day it was measured (``YYYY-MM-DD``)
+    recorded: tuple[tuple[int, ...], tuple[int, ...]]  # (tp, pp, attention DP, moe_tp, moe_ep) per role
+    deployment: tuple[WorkerShape, WorkerShape] | None  # recorded workers and split; None: counts blank
+
+
+@dataclass(frozen=True, slots=True)
+class Speculation:
+    """What another record of a row's run says of it: MTP or not, and, from the results database,
+    the deployment it recorded."""
+
+    mtp: bool
+    deployment: tuple[WorkerShape, WorkerShape] | None
+    row: str  # the results database's row of the run (mtp False) or of its plain twin (mtp True)
+    # False: not this run, but the database's run of the same model, lengths and concurrency on as
+    # many GPUs per role (what a row whose config no bundled version holds can go by).
+    same_run: bool = True
+
+    @property
+    def says(self) -> str:
+        """Where it comes from, for the row's ``workers_from``."""
+        if not self.same_run:
+            return f"as the results database's run at its concurrency and GPUs per role, row {self.row}"
+        if self.mtp:
+            return f"MTP: its plain twin is results database row {self.row}"
+        return f"no MTP: results database row {self.row}"
+
+    def keeps(self, found: list[Entry]) -> list[Entry]:
+        """The matching entries that can have run as that record says: MTP ones, or plain ones of
+        the recorded deployment's workers and GPUs per role (an entry's own split may differ from
+        the database's, e.g. for script-launched SGLang workers)."""
+        if self.mtp:
+            return [e for e in found if e.spec_decoding == "mtp"]
+        assert self.deployment is not None
+        sizes = _sizes(self.deployment)
+        return [e for e in found if e.spec_decoding == "none" and _sizes(e.shapes()) == sizes]
+
+
+def _sizes(roles: tuple[WorkerShape, WorkerShape]) -> tuple[tuple[int, int], ...]:
+    return tuple((r.workers, r.tp * r.attention_dp) for r in roles)
+
+
+def _gpus(c: Copy) -> tuple[int, ...]:
+    """GPUs per role: the recorded deployment's, or the exported ``tp`` (the role's GPUs)."""
+    if c.deployment is not None:
+        return tuple(r.tp * r.attention_dp for r in c.deployment)
+    return tuple(role[0] for role in c.recorded)
+
+
+def _digits(ms: float) -> str:
+    """A measured mean to 12 significant digits: the exports write the same float with its last
+    digits rounded differently (13693.258112009305 and ...304)."""
+    return f"{ms:.12g}"
+
+
+def linked(copies: Iterable[Copy]) -> dict[str, Speculation]:
+    """What other records of the same runs say of the rows that leave their worker counts blank.
+
+    One measurement is one run, concurrency, mean TTFT and mean TPOT to 12 digits: InferenceX's
+    dated exports and its results database write the same runs with the same numbers. A row whose
+    measurement the results database holds ran without MTP on the deployment the database
+    recorded. Exactly two measurements of one run key, concurrency, day and GPUs per role are the
+    runs of two entries of one sweep (an MTP entry's and a plain entry's); where the database
+    holds one of them, the other ran with MTP. Every copy of a measurement takes the same.
+    """
+    measurements: defaultdict[tuple, list[Copy]] = defaultdict(list)
+    for c in copies:
+        run = replace(c.run, model=RESULTS_DB_MODEL.get(c.run.model, c.run.model))
+        measurements[(run, c.concurrency, _digits(c.ttft_ms), _digits(c.tpot_ms))].append(c)
+    said: dict[tuple, Speculation] = {}
+    for key, found in measurements.items():
+        recorded = {c.deployment: c.id for c in found if c.deployment is not None}
+        if len(recorded) == 1:
+            ((deployment, row),) = recorded.items()
+            said[key] = Speculation(mtp=False, deployment=deployment, row=row)
+    sweeps: defaultdict[tuple, set[tuple]] = defaultdict(set)
+    for key, found in measurements.items():
+        for c in found:
+            sweeps[(key[0], c.concurrency, c.day, _gpus(c))].add(key)
+    for keys in sweeps.values():
+        plain = [k for k in keys if k in said and not said[k].mtp]
+        if len(keys) == 2 and len(plain) == 1:
+            (other,) = keys - set(plain)
+            said[other] = Speculation(mtp=True, deployment=None, row=said[plain[0]].row)
+    taken = {
+        c.id: said[key]
+        for key, found in measurements.items()
+        if key in said
+        for c in found
+        if c.deployment is None
+    }
+    return taken | _same_search(measurements, taken)
+
+
+def _same_search(
+    measurements: dict[tuple, list[Copy]], taken: dict[str, Speculation]
+) -> dict[str, Speculation]:
+    """For the rest of the rows without counts: the deployment of the results database's runs at
+    the same run key and concurrency whose GPUs per role are the row's recorded ``tp``, where they
+    agree on one. Kimi-K2.5's work-in-progress GB200 TensorRT-LLM rows of the 2026-03-25 export
+    (measured 2026-04-02) ran the concurrencies the database holds for its 2026-04-18 runs (5, 15,
+    30, 55 users on TP4 decode workers, 192, 360, 668 on TP8, ...), a config no bundled version of
+    InferenceX's file names."""
+    database: defaultdict[tuple, set[tuple[tuple[WorkerShape, WorkerShape], str]]] = defaultdict(set)
+    for (run, users, _, _), found in measurements.items():
+        for c in found:
+            if c.deployment is not None:
+                database[(run, users, _gpus(c))].add((c.deployment, c.id))
+    out = {}
+    for (run, users, _, _), found in measurements.items():
+        for c in found:
+            if c.deployment is not None or c.id in taken:
+                continue
+            ran = database.get((run, users, _gpus(c)), set())
+            if len({deployment for deployment, _ in ran}) == 1:
+                deployment, row = min(ran, key=lambda d: d[1])
+                out[c.id] = Speculation(mtp=False, deployment=deployment, row=row, same_run=False)
+    return out
+
+
 def _role(raw: dict) -> RoleEntry:
     return RoleEntry(
         workers=int(raw["workers"]),
@@ -273,19 +412,27 @@ def resolve(
     prefill: tuple[int, int, int, int, int],
     decode: tuple[int, int, int, int, int],
     entries: tuple[Entry, ...] | None = None,
+    speculation: Speculation | None = None,
 ) -> Resolved:
     """The deployment of a disaggregated InferenceX row, from the entries matching it.
 
     ``prefill``/``decode`` are the row's recorded (tp, pp, attention DP, moe_tp, moe_ep). Raises
     ``Unresolved`` with the reason when no entry, or entries that disagree, match.
+    ``speculation``: what another record of the same run says of it (``linked``); it keeps the
+    matching entries that ran as that record says.
     """
     entries = bundled_entries() if entries is None else entries
     what = f"{run.model} {run.precision} on {run.system} ({run.backend}) at {run.isl}/{run.osl}"
     same = [e for e in entries if run.names(e)]
+    if not same and speculation is not None and speculation.deployment is not None:
+        prefill_shape, decode_shape = speculation.deployment
+        return Resolved(prefill=prefill_shape, decode=decode_shape, nextn=0, source=speculation.says)
     if not same:
         raise Unresolved(f"no InferenceX disaggregated entry for {what}")
     if not image:
-        return _resolve_any_version(run, same, concurrency=concurrency, prefill=prefill, decode=decode)
+        return _resolve_any_version(
+            run, same, concurrency=concurrency, prefill=prefill, decode=decode, speculation=speculation
+        )
     ran = [e for e in same if same_image(e.image, image)]
     if not ran:
         images = ", ".join(sorted({e.image for e in same}))
@@ -293,6 +440,14 @@ def resolve(
     if concurrency is None:
         raise Unresolved("concurrency not recorded")
     found = [e for e in ran if e.runs_at(concurrency) and e.exports_to(prefill, decode)]
+    said = ""
+    if speculation is not None and speculation.same_run:
+        kept = speculation.keeps(found)
+        if not kept and speculation.deployment is not None:
+            # No entry of this version names the deployment the database recorded for the run.
+            prefill_shape, decode_shape = speculation.deployment
+            return Resolved(prefill=prefill_shape, decode=decode_shape, nextn=0, source=speculation.says)
+        found, said = (kept, f" ({speculation.says})") if kept else (found, "")
     if not found:
         raise NoEntry("no InferenceX entry at the row's concurrency with its per-role shapes")
     if len({e.ran for e in found}) > 1:
@@ -309,7 +464,7 @@ def resolve(
         prefill=prefill_shape,
         decode=decode_shape,
         nextn=entry.mtp_draft_tokens or 0,
-        source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip(),
+        source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip() + said,
         decode_max_batch=recipe_max_batch(entry.recipe),
     )
 
@@ -321,6 +476,7 @@ def _resolve_any_version(
     concurrency: int | None,
     prefill: tuple[int, int, int, int, int],
     decode: tuple[int, int, int, int, int],
+    speculation: Speculation | None,
 ) -> Resolved:
     """A row that records no container image: which version of the config ran it is unknown.
     Each bundled version (one per image) is tried; a version with no entry at the row's
@@ -341,6 +497,7 @@ def _resolve_any_version(
                     prefill=prefill,
                     decode=decode,
                     entries=tuple(same),
+                    speculation=speculation,
                 )
             )
         except NoEntry:
@@ -387,8 +544,13 @@ def recorded_max_batch(
     lengths, image and concurrency on its exact deployment, when they all name the same one.
 
     Its own ``decode_batch_size`` cannot say: the results database writes the users' share of a
-    decode rank there (concurrency / (decode workers x attention DP), on every row), not the cap."""
-    found = [e for e in _db_run_entries(run, concurrency, image, entries) if e.shapes() == (prefill, decode)]
+    decode rank there (concurrency / (decode workers x attention DP), on every row), not the cap.
+    Only plain entries count: the database holds runs without MTP (``linked``)."""
+    found = [
+        e
+        for e in _db_run_entries(run, concurrency, image, entries)
+        if e.spec_decoding == "none" and e.shapes() == (prefill, decode)
+    ]
     batches = {recipe_max_batch(e.recipe) for e in found}
     if len(batches) != 1 or None in batches:
         return None

@@ -238,7 +238,12 @@ def _disaggregated_gpus(cell: dict[str, str], source: str, where: str) -> int | 
 
 
 def _silicon_fields(
-    cell: dict[str, str], source: str, where: str, *, whole_gpus: int | None
+    cell: dict[str, str],
+    source: str,
+    where: str,
+    speculation: inferencex.Speculation | None = None,
+    *,
+    whole_gpus: int | None,
 ) -> dict[str, object]:
     """The fields of one silicon row past its names; raises ``ConfigError`` for a cell it lacks.
 
@@ -299,7 +304,9 @@ def _silicon_fields(
         else:
             prefill, decode = _worker_shape(cell, "prefill", where), _worker_shape(cell, "decode", where)
         if not (prefill.workers and decode.workers):
-            prefill, decode, taken = _inferencex_workers(cell, source, concurrency, prefill, decode, where)
+            prefill, decode, taken = _inferencex_workers(
+                cell, source, concurrency, prefill, decode, where, speculation
+            )
             fields.update(taken)
         elif concurrency:
             run, image = _run_key(cell, where), _db_image(source)
@@ -352,9 +359,11 @@ def _inferencex_workers(
     prefill: RecordedWorkers,
     decode: RecordedWorkers,
     where: str,
+    speculation: inferencex.Speculation | None,
 ) -> tuple[RecordedWorkers, RecordedWorkers, dict[str, object]]:
     """A disaggregated row without worker counts, as the InferenceX entry it matches ran
-    (``aisimulate.fidelity.inferencex``); raises ``ConfigError`` with the reason when none does."""
+    (``aisimulate.fidelity.inferencex``), narrowed by what another record of its run says
+    (``speculation``); raises ``ConfigError`` with the reason when none does."""
 
     def recorded(r: RecordedWorkers) -> tuple[int, int, int, int, int]:
         return (r.tp, r.pp, r.attn_dp, r.moe_tp, r.moe_ep)
@@ -366,6 +375,7 @@ def _inferencex_workers(
             image=_source_field(source, "image"),
             prefill=recorded(prefill),
             decode=recorded(decode),
+            speculation=speculation,
         )
     except inferencex.Unresolved as err:
         aggregated = cell["mode"].strip().lower() == "agg"
@@ -454,10 +464,43 @@ _UNREAD: dict[str, object] = {
 }
 
 
+def _copy(cell: dict[str, str], where: str) -> inferencex.Copy | None:
+    """A disaggregated row as ``inferencex.linked`` compares it; None for any other, or one that
+    cannot be read (its own read says why)."""
+    source = cell["silicon_data_source"].strip()
+    recorded = _source_field(source, "silicon_concurrency")
+    if cell["mode"].strip().lower() != "disagg" or not recorded:
+        return None
+    try:
+        roles = _worker_shape(cell, "prefill", where), _worker_shape(cell, "decode", where)
+        ttft, tpot = (_latency(cell[c], field=c, where=where) for c in SILICON_MEASURED)
+        concurrency = _int(recorded, field="silicon_concurrency", where=where)
+        run = _run_key(cell, where)
+    except ConfigError:
+        return None
+    if ttft is None or tpot is None:
+        return None
+    return inferencex.Copy(
+        id=cell["id"].strip(),
+        run=run,
+        concurrency=concurrency,
+        ttft_ms=ttft,
+        tpot_ms=tpot,
+        day=_source_field(source, "measured")[:10],
+        recorded=tuple((r.tp, r.pp, r.attn_dp, r.moe_tp, r.moe_ep) for r in roles),  # type: ignore[arg-type]
+        deployment=(_shape(roles[0]), _shape(roles[1])) if all(r.workers for r in roles) else None,
+    )
+
+
 def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
+    cells = [{k: (v or "") for k, v in raw.items() if k is not None} for raw in reader]
+    # Other records of the same runs (the results database's, other exports') say what the
+    # dated exports leave blank.
+    linked = inferencex.linked(
+        c for c in (_copy(cell, f"{path}:{line}") for line, cell in enumerate(cells, start=2)) if c
+    )
     rows = []
-    for line, raw in enumerate(reader, start=2):
-        cell = {k: (v or "") for k, v in raw.items() if k is not None}
+    for line, cell in enumerate(cells, start=2):
         source = cell["silicon_data_source"].strip()
         whole_gpus = _disaggregated_gpus(cell, source, f"{path}:{line}")
         names = {
@@ -472,7 +515,13 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
             "mode": "disagg" if whole_gpus or cell["mode"].strip().lower() == "disagg" else "agg",
         }
         try:
-            fields = _silicon_fields(cell, source, f"{path}:{line}", whole_gpus=whole_gpus)
+            fields = _silicon_fields(
+                cell,
+                source,
+                f"{path}:{line}",
+                linked.get(names["id"]),
+                whole_gpus=whole_gpus,  # type: ignore[arg-type]
+            )
             rows.append(MeasuredRow(**names, **fields))  # type: ignore[arg-type]
         except ConfigError as err:
             rows.append(MeasuredRow(**names, **_UNREAD, problem=str(err)))  # type: ignore[arg-type]

@@ -8,10 +8,13 @@ import pytest
 from aisimulate.catalog import get_model
 from aisimulate.fidelity import build_case, read_measured
 from aisimulate.fidelity.inferencex import (
+    Copy,
     RunKey,
+    Speculation,
     Unresolved,
     WorkerShape,
     bundled_entries,
+    linked,
     parse_table,
     recipe_decode_attention_dp,
     recipe_max_batch,
@@ -382,13 +385,22 @@ def test_the_export_writes_the_prefill_expert_split_only_as_far_as_a_role_holds_
 HEADER = (ROOT / "tests" / "fidelity" / "data" / "silicon_small.csv").read_text().splitlines()[0]
 
 
-def _silicon_row(row_id, concurrency, prefill, decode, image=f"image={IMAGE}"):
+def _silicon_row(
+    row_id,
+    concurrency,
+    prefill,
+    decode,
+    image=f"image={IMAGE}",
+    *,
+    measured=("150.0", "9.0"),
+    export=("2026-03-25.csv", "2026-03-23T13:00:07Z"),
+):
     """A disaggregated row of InferenceX's dated exports: shapes as exported, worker counts blank."""
     cells = dict.fromkeys(HEADER.split(","), "")
     cells |= {
         "id": row_id,
-        "silicon_data_source": f"source_file=2026-03-25.csv; model=DeepSeek-R1; "
-        f"silicon_concurrency={concurrency}; measured=2026-03-23T13:00:07Z; wip=False; {image}",
+        "silicon_data_source": f"source_file={export[0]}; model=DeepSeek-R1; "
+        f"silicon_concurrency={concurrency}; measured={export[1]}; wip=False; {image}",
         "backend": "trtllm",
         "model_path": "deepseek-ai/DeepSeek-R1",
         "system": "gb200",
@@ -398,8 +410,8 @@ def _silicon_row(row_id, concurrency, prefill, decode, image=f"image={IMAGE}"):
         "osl": "1024",
         "gemm_quant_mode": "nvfp4",
         "moe_quant_mode": "nvfp4",
-        "silicon_ttft_ms": "150.0",
-        "silicon_tpot_ms": "9.0",
+        "silicon_ttft_ms": measured[0],
+        "silicon_tpot_ms": measured[1],
     }
     for role, (tp, moe_tp, moe_ep) in (("prefill", prefill), ("decode", decode)):
         cells |= {
@@ -595,7 +607,7 @@ def test_draft_tokens_come_from_the_recipe_name_its_body_or_an_inline_setting():
     assert depth({"decode": {}}, "recipes/h100/1k8k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml") is None
 
 
-def _results_db_row(row_id, precision, osl, users, decode_workers, decode_batch):
+def _results_db_row(row_id, precision, osl, users, decode_workers, decode_batch, measured=("150.0", "9.0")):
     """A disaggregated row of InferenceX's results database: DeepSeek-R1's run written as
     DeepSeek-V3, worker counts recorded, ``decode_batch_size`` the users' share of a decode rank."""
     cells = dict.fromkeys(HEADER.split(","), "")
@@ -614,8 +626,8 @@ def _results_db_row(row_id, precision, osl, users, decode_workers, decode_batch)
         "gemm_quant_mode": quant,
         "moe_quant_mode": quant,
         "decode_batch_size": str(decode_batch),
-        "silicon_ttft_ms": "150.0",
-        "silicon_tpot_ms": "9.0",
+        "silicon_ttft_ms": measured[0],
+        "silicon_tpot_ms": measured[1],
     }
     ep = {"fp8": 8, "fp4": 4}[precision]
     for role, (workers, tp, dp, moe_ep) in (
@@ -636,11 +648,12 @@ def _results_db_row(row_id, precision, osl, users, decode_workers, decode_batch)
 def test_a_results_database_row_gets_its_recipes_decode_cap_not_its_decode_batch_size(tmp_path):
     # 1k/8k FP8 on 4 TEP8 decode workers at 36 users: the database writes 9 (= 36 / 4 ranks), the
     # recipe InferenceX launched there (dsr1-fp8-gb200-dynamo-trt) caps each rank at 8: 32 slots.
-    # 1k/1k FP4, 12 users: the MTP entry (batch8) and the one without (batch32) both match it.
+    # 1k/1k FP4, 12 users: the MTP entry (batch8) and the one without (batch32) both match it;
+    # the database holds runs without MTP, so the plain entry's cap is the row's.
     path = tmp_path / "db.csv"
     rows = [
         _results_db_row("capped", "fp8", 8192, 36, 4, 9),
-        _results_db_row("ambiguous", "fp4", 1024, 12, 4, 3),
+        _results_db_row("plain", "fp4", 1024, 12, 4, 3),
         _results_db_row("unmatched", "fp8", 8192, 40, 4, 10),
     ]
     path.write_text("\n".join([HEADER, *rows]) + "\n")
@@ -650,6 +663,147 @@ def test_a_results_database_row_gets_its_recipes_decode_cap_not_its_decode_batch
     assert capped.decode.max_batch == 8 and capped.prefill.max_batch is None
     assert capped.workers_from.endswith("ctx1_gen4_tep8_batch8_eplb0_mtp0_36.yaml")
     assert build_case(capped).plan.decode.max_num_seqs == 8
-    for uncapped in ("ambiguous", "unmatched"):
-        assert read[uncapped].problem == "" and read[uncapped].decode.max_batch is None
-        assert read[uncapped].workers_from == ""
+    plain = read["plain"]
+    assert (plain.decode.max_batch, plain.nextn) == (32, 0)
+    assert plain.workers_from.endswith("ctx1_gen4_tep8_batch32_eplb0_mtp0.yaml")
+    assert read["unmatched"].problem == "" and read["unmatched"].decode.max_batch is None
+    assert read["unmatched"].workers_from == ""
+
+
+def _copy(row_id, ttft, *, deployment=None, model="R1", users=12, day="2026-03-23"):
+    return Copy(
+        id=row_id,
+        run=RunKey(f"deepseek-ai/DeepSeek-{model}", "fp4", "gb200", "trtllm", 1024, 1024),
+        concurrency=users,
+        ttft_ms=ttft,
+        tpot_ms=9.0,
+        day=day,
+        recorded=((4, 1, 1, 1, 4), (8, 1, 1, 2, 4)),
+        deployment=deployment,
+    )
+
+
+TEP8 = (
+    WorkerShape(workers=1, tp=1, attention_dp=4, moe_tp=1, moe_ep=4),
+    WorkerShape(workers=4, tp=8, attention_dp=1, moe_tp=1, moe_ep=8),
+)
+
+
+def test_linked_rows_take_what_the_results_database_says_of_their_run():
+    said = linked(
+        [
+            # The database's copy of one run (DeepSeek-R1 written as V3); the exports write the
+            # same mean with its last digits rounded differently.
+            _copy("db", 13693.258112009305, deployment=TEP8, model="V3"),
+            _copy("plain", 13693.258112009304),
+            # The other run of that deployment and concurrency that day.
+            _copy("other", 6909.4865),
+            # Another export's copy of it.
+            _copy("later", 6909.4865),
+            # The same deployment and concurrency another day: another sweep, nothing said.
+            _copy("monday", 7000.0, day="2026-03-16"),
+            # At 24 users two runs of one deployment, neither in the database: nothing said.
+            _copy("a", 100.0, users=24),
+            _copy("b", 200.0, users=24),
+            # At 48 users three runs, one in the database: which entry ran the others is open.
+            _copy("db48", 1.0, deployment=TEP8, model="V3", users=48),
+            _copy("x", 1.0, users=48),
+            _copy("y", 2.0, users=48),
+            _copy("z", 3.0, users=48),
+        ]
+    )
+    assert said["plain"] == Speculation(mtp=False, deployment=TEP8, row="db")
+    assert said["plain"].says == "no MTP: results database row db"
+    assert said["other"] == said["later"] == Speculation(mtp=True, deployment=None, row="db")
+    assert said["x"].mtp is False
+    # Of y, z and monday only the database's run at their concurrency is known, which their own
+    # config's entries outrank (below).
+    assert not any(said[row].same_run for row in ("y", "z", "monday"))
+    assert set(said) == {"plain", "other", "later", "x", "y", "z", "monday"}  # never the database's rows
+
+
+def test_what_another_record_says_picks_the_entry_of_an_ambiguous_row():
+    with pytest.raises(Unresolved, match="ambiguous"):
+        _resolve(12, 8)
+    mtp = _resolve(12, 8, speculation=Speculation(mtp=True, deployment=None, row="db"))
+    assert mtp.nextn == 3
+    assert mtp.source == (
+        "InferenceX dsr1-fp4-gb200-dynamo-trt@00000000 b_mtp3.yaml"
+        " (MTP: its plain twin is results database row db)"
+    )
+    plain = _resolve(12, 8, speculation=Speculation(mtp=False, deployment=TEP8, row="db"))
+    assert (plain.nextn, plain.decode.workers) == (0, 4)
+    assert plain.source.endswith("b_mtp0.yaml (no MTP: results database row db)")
+
+
+def test_a_plain_run_no_entry_names_replays_on_the_deployment_the_database_recorded():
+    # At 24 users only the MTP entry runs 4 TEP8 decode workers; the database recorded the run.
+    assert _resolve(24, 8).nextn == 3
+    found = _resolve(24, 8, speculation=Speculation(mtp=False, deployment=TEP8, row="db"))
+    assert (found.prefill, found.decode, found.nextn) == (*TEP8, 0)
+    assert found.source == "no MTP: results database row db"
+
+
+def test_read_measured_links_the_exports_rows_to_the_results_databases(tmp_path):
+    # 1k/1k FP4 at 12 users on 1 DEP4 prefill and 4 TEP8 decode workers: InferenceX's MTP entry
+    # (batch8, 3 drafts) and its plain one (batch32) both ran there; the export holds both runs,
+    # the database the plain one.
+    path = tmp_path / "linked.csv"
+    rows = [
+        _results_db_row("db", "fp4", 1024, 12, 4, 3, measured=("123.45", "6.9")),
+        _silicon_row("plain", 12, (4, 1, 4), (8, 2, 4), measured=("123.45", "6.9")),
+        _silicon_row("mtp", 12, (4, 1, 4), (8, 2, 4), measured=("99.0", "3.7")),
+        _silicon_row("unlinked", 24, (4, 1, 4), (8, 2, 4), measured=("99.0", "3.7")),
+        _silicon_row("unlinked2", 24, (4, 1, 4), (8, 2, 4), measured=("98.0", "3.6")),
+    ]
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    read = {r.id: r for r in read_measured(path)}
+    assert (read["plain"].problem, read["plain"].nextn, read["plain"].decode.max_batch) == ("", 0, 32)
+    assert read["plain"].workers_from.endswith("(no MTP: results database row db)")
+    assert (read["mtp"].problem, read["mtp"].nextn, read["mtp"].decode.max_batch) == ("", 3, 8)
+    assert (read["mtp"].decode.workers, read["mtp"].decode.attn_dp) == (4, 1)
+    assert "ambiguous" in read["unlinked"].problem and "ambiguous" in read["unlinked2"].problem
+
+
+def test_a_row_whose_config_no_version_holds_takes_the_databases_run_at_its_concurrency():
+    tep4 = (TEP8[0], WorkerShape(workers=5, tp=4, attention_dp=1, moe_tp=1, moe_ep=4))
+    kimi = RunKey("moonshotai/Kimi-K2.5", "fp4", "gb200", "trtllm", 1024, 1024)
+
+    def row(row_id, users, decode_tp, ttft, deployment=None):
+        return Copy(
+            id=row_id,
+            run=kimi,
+            concurrency=users,
+            ttft_ms=ttft,
+            tpot_ms=9.0,
+            day="2026-04-02" if deployment is None else "2026-04-18",
+            recorded=((4, 1, 1, 4, 1), (decode_tp, 1, 1, decode_tp, 1)),
+            deployment=deployment,
+        )
+
+    said = linked(
+        [
+            row("db15", 15, 4, 206.9, tep4),
+            row("db192", 192, 8, 395.3, TEP8),
+            row("wip15", 15, 4, 2848.6),  # an earlier run: other numbers, same concurrency and GPUs
+            row("wip192", 192, 16, 4582.6),  # 16 decode GPUs: not the database's 8
+            row("wip30", 30, 4, 3381.4),  # no database run at 30 users
+        ]
+    )
+    assert said == {"wip15": Speculation(mtp=False, deployment=tep4, row="db15", same_run=False)}
+    found = resolve(
+        kimi,
+        concurrency=15,
+        image="",
+        prefill=(4, 1, 1, 4, 1),
+        decode=(4, 1, 1, 4, 1),
+        speculation=said["wip15"],
+    )
+    assert (found.prefill, found.decode, found.nextn) == (*tep4, 0)
+    assert found.source == "as the results database's run at its concurrency and GPUs per role, row db15"
+    with pytest.raises(Unresolved, match=r"no InferenceX disaggregated entry for moonshotai/Kimi-K2\.5"):
+        resolve(kimi, concurrency=30, image="", prefill=(4, 1, 1, 4, 1), decode=(4, 1, 1, 4, 1))
+    # Where a bundled entry names the config, its entries decide, not another run's deployment.
+    other_run = Speculation(mtp=False, deployment=TEP8, row="db", same_run=False)
+    with pytest.raises(Unresolved, match="ambiguous"):
+        _resolve(12, 8, speculation=other_run)
