@@ -32,6 +32,7 @@ import numpy as np
 from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import math_dtype
 from aisimulate.catalog.systems import get_system
+from aisimulate.perf.attention_tables import attention_table_for
 from aisimulate.perf.calibration import GEMM_FORMAT_FITS, calibration_for, moe_curve_key
 from aisimulate.perf.kernel_tables import CollectiveTable, allreduce_tables_for, gemm_tables_for
 from aisimulate.perf.kernels import GemmFit, MeasuredCurve
@@ -107,6 +108,29 @@ def allreduce_left_out(point: Point) -> float | None:
     return float(rest.time_ms(np.array([size]))[0])
 
 
+def attention_left_out(point: Point) -> float | None:
+    """The point's attention (or MLA) from its system and backend's table without the point's
+    width node (a 2x gap; widths off the powers of two are off the nodes anyway); None: no table
+    (multi-head prefill, MLA decode on fewer than 8 heads a GPU, vLLM's MLA)."""
+    heads, batch = _i(point, "num_heads"), _i(point, "batch")
+    phase = point.family.removesuffix("_attention")
+    length = _i(point, "isl") if phase.startswith("context") else _i(point, "kv_len")
+    if phase == "context_mla":
+        shape, width = "bf16", batch * heads
+    elif phase == "generation_mla":
+        shape, width = f"{heads}/bf16", batch
+    else:
+        kv_heads = _i(point, "num_kv_heads")
+        if phase == "context" and heads < 2 * kv_heads:
+            return None
+        shape, width = f"{_i(point, 'head_dim')}/bf16", batch * (heads if phase == "context" else kv_heads)
+    kernel_backend = backend_profile(point.backend).kernel_backend
+    table = attention_table_for(point.system, point.backend, kernel_backend, phase, shape)
+    if table is None:
+        return None
+    return table.without_width(width).time_ms(width, length)
+
+
 def gemm_format_loso(points: list[Point]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """|error| of the format GEMM fits on their own fitted shapes, each (n, k) shape priced by the
     fit refitted without it (``on``), and by the fit the format borrowed without one (``off``)."""
@@ -156,6 +180,8 @@ def errors(points: list[Point]) -> dict[tuple[str, str], dict[str, list[float]]]
             on = gemm_tabled(point) or fitted
         elif point.family == "allreduce":
             on = allreduce_left_out(point) or fitted
+        elif point.family in ("context_attention", "generation_attention", "context_mla", "generation_mla"):
+            on = attention_left_out(point) or fitted
         cell = out.setdefault((family_of(point), point.system), {"off": [], "on": []})
         cell["off"].append(abs(off / point.measured_ms - 1.0))
         cell["on"].append(abs(on / point.measured_ms - 1.0))
