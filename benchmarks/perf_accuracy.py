@@ -34,7 +34,12 @@ from aisimulate.catalog.dtypes import math_dtype
 from aisimulate.catalog.systems import get_system
 from aisimulate.perf.attention_tables import attention_table_for
 from aisimulate.perf.calibration import GEMM_FORMAT_FITS, calibration_for, moe_curve_key
-from aisimulate.perf.kernel_tables import CollectiveTable, allreduce_tables_for, gemm_tables_for
+from aisimulate.perf.kernel_tables import (
+    CollectiveTable,
+    allreduce_tables_for,
+    alltoall_tables_for,
+    gemm_tables_for,
+)
 from aisimulate.perf.kernels import GemmFit, MeasuredCurve
 from aisimulate.perf.points import (
     DATABASE_SYSTEMS,
@@ -93,12 +98,16 @@ def gemm_tabled(point: Point) -> float | None:
     return float(MeasuredCurve(table.m, tuple(curve_ms.tolist()), 1.0).scalar()(_i(point, "m")))
 
 
-def allreduce_left_out(point: Point) -> float | None:
-    """The point's all-reduce from its system, backend and GPU count's table without this message
-    size (None: no table)."""
-    kernel_backend = backend_profile(point.backend).kernel_backend
-    table = allreduce_tables_for(point.system, point.backend, kernel_backend).get(_i(point, "num_gpus"))
-    size = float(point.row["message_bytes"])
+def collective_left_out(point: Point) -> float | None:
+    """The point's all-reduce (its system, backend and GPU count's table) or NCCL all-to-all (its
+    system and GPU count's) without this message size (None: no table)."""
+    if point.family == "alltoall":
+        table = alltoall_tables_for(point.system).get(_i(point, "num_gpus"))
+        size = 2.0 * _i(point, "message_elements")
+    else:
+        kernel_backend = backend_profile(point.backend).kernel_backend
+        table = allreduce_tables_for(point.system, point.backend, kernel_backend).get(_i(point, "num_gpus"))
+        size = float(point.row["message_bytes"])
     if table is None:
         return None
     kept = [(b, t) for b, t in zip(table.message_bytes, table.latency_ms, strict=True) if b != size]
@@ -178,8 +187,8 @@ def errors(points: list[Point]) -> dict[tuple[str, str], dict[str, list[float]]]
             on = moe_left_out(point, True) or fitted
         elif point.family == "gemm":
             on = gemm_tabled(point) or fitted
-        elif point.family == "allreduce":
-            on = allreduce_left_out(point) or fitted
+        elif point.family in ("allreduce", "alltoall"):
+            on = collective_left_out(point) or fitted
         elif point.family in ("context_attention", "generation_attention", "context_mla", "generation_mla"):
             on = attention_left_out(point) or fitted
         cell = out.setdefault((family_of(point), point.system), {"off": [], "on": []})

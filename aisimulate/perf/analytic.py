@@ -45,7 +45,13 @@ from aisimulate.perf.calibration import (
     moe_fit_key,
 )
 from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
-from aisimulate.perf.kernel_tables import allreduce_tables_for, gemm_tables_for, token_nodes
+from aisimulate.perf.kernel_tables import (
+    ALLTOALL_TABLES_BY_DEFAULT,
+    allreduce_tables_for,
+    alltoall_tables_for,
+    gemm_tables_for,
+    token_nodes,
+)
 from aisimulate.perf.kernels import (
     Collective,
     GenerationAttention,
@@ -487,6 +493,14 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
                 fit=cal.alltoall,
                 network=self._network,
             )
+            measured = alltoall_tables_for(self.system.name).get(stage)
+            if measured is not None and (self.kernel_tables or ALLTOALL_TABLES_BY_DEFAULT):
+                # NCCL's measured all-to-all at each GPU's send buffer, at the tables' token counts.
+                nodes = np.asarray(token_nodes())
+                sent_ms = (
+                    2 * m.num_moe_layers * measured.time_ms(nodes * token_bytes * m.experts_per_token / stage)
+                )
+                moe_comm = MeasuredCurve(tuple(nodes.tolist()), tuple(sent_ms.tolist()), 1.0)
             tp_count = m.num_layers if tp > 1 else 0
         elif m.is_moe and stage > 1 and self._dp > 1:
             # Attention DP with tensor-split experts (no expert parallelism): nothing is
