@@ -466,7 +466,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             network=self._network,
         )
 
-    def _build_comm(self, cal: Calibration) -> tuple[Any, Collective]:
+    def _build_comm(self, cal: Calibration) -> tuple[Any, Collective | MeasuredCurve]:
         """The collectives of a pass on the rank's own tokens, folded into one cost linear in
         them (with ``kernel_tables``, one measured curve: the all-reduces from their tables), and
         the experts' all-to-all (or gather and reduce) in the attention-DP group's tokens."""
@@ -485,7 +485,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             # Dispatch and combine of every MoE layer, each GPU sending its share of the group's
             # tokens. Without attention DP every GPU already holds every token: experts split over
             # GPUs sum their outputs with the same all-reduce a tensor-split MLP does.
-            moe_comm = all_to_all(
+            moe_comm: Collective | MeasuredCurve = all_to_all(
                 count=2 * m.num_moe_layers,
                 num_gpus=stage,
                 bytes_per_token=token_bytes * m.experts_per_token / stage,
