@@ -75,6 +75,29 @@ class AttentionTable:
         high = hi[j] + wj * (hi[j + 1] - hi[j])
         return math.exp(low + wi * (high - low) + beyond)
 
+    def log_row(self, width: float) -> np.ndarray:
+        """The log latency at every length node for one ``width`` (as ``time_ms`` reads it)."""
+        lw, x = self.log_width, math.log(width)
+        beyond = 0.0
+        if x >= lw[-1]:
+            i, wi, beyond = len(lw) - 2, 1.0, x - lw[-1]
+        elif x <= lw[0]:
+            i, wi = 0, 0.0
+        else:
+            i = bisect.bisect_right(lw, x) - 1
+            wi = (x - lw[i]) / (lw[i + 1] - lw[i])
+        lo, hi = np.asarray(self.log_ms[i]), np.asarray(self.log_ms[i + 1])
+        row: np.ndarray = lo + wi * (hi - lo) + beyond
+        return row
+
+    def over_lengths(self, width: float, lengths: np.ndarray) -> np.ndarray:
+        """``time_ms`` at one ``width`` and many lengths (> 0), in one pass over them."""
+        y = np.log(lengths)
+        ll = np.asarray(self.log_length)
+        log_ms = np.interp(y, ll, self.log_row(width)) + self.length_power * np.maximum(y - ll[-1], 0.0)
+        times: np.ndarray = np.exp(log_ms)
+        return times
+
     def without_width(self, width: float) -> AttentionTable:
         """The table without the node at ``width`` (a held-out check); itself if none is there."""
         x = math.log(width)
@@ -226,5 +249,13 @@ class TableGenerationAttention:
     def over_contexts(
         self, sequences: float, context_tokens: np.ndarray, tokens_per_step: float
     ) -> np.ndarray:
-        times: np.ndarray = self.time_ms(sequences, context_tokens, tokens_per_step)
+        """``time_ms`` of one batch (``sequences`` > 0) at many summed contexts: a decode
+        stretch's one per-pass term, one table row read at every mean context."""
+        contexts = np.asarray(context_tokens, dtype=np.float64)
+        width = sequences * self.kv_heads
+        lengths = np.where(contexts > sequences, contexts / sequences, 1.0)
+        times: np.ndarray = self.num_layers * self.table.over_lengths(width, lengths)
+        if self.num_sliding_layers:
+            windowed = np.minimum(lengths, self.sliding_window)
+            times = times + self.num_sliding_layers * self.table.over_lengths(width, windowed)
         return times

@@ -147,3 +147,13 @@ def test_mla_of_the_measured_geometry_reads_the_mla_tables_sparse_attention_keep
         kernel_tables=True,
     )
     assert not isinstance(sparse._generation, TableGenerationAttention)
+
+
+def test_a_stretch_of_decode_passes_matches_pass_by_pass():
+    table = _table(power=1.0)
+    generation = TableGenerationAttention(
+        table, num_layers=3, kv_heads=2, num_sliding_layers=1, sliding_window=40
+    )
+    contexts = [3.0, 30.0, 600.0, 2000.0]
+    one = generation.scalar()
+    assert generation.over_contexts(3, contexts, 1) == pytest.approx([one(3, c, 1) for c in contexts])
