@@ -7,10 +7,11 @@ Each point of the sample of AIConfigurator's whole kernel database (``--data``, 
 ``benchmarks/extract_kernel_points.py``) is priced as the analytic model prices it, by something
 that never saw it: the fitted constants (points the fit was fitted on, ``--fitted``, are left
 out); the GEMM tables (the sampled shapes are off the tables' nodes); a MoE shape's measured
-curve, an all-reduce table, with this very point left out. Two columns per system: the analytic
-model with its measured kernel tables off (the default: fits, and the MoE curves of DeepSeek-V3/R1
-and gpt-oss) and on (``kernel_tables``: GEMM and all-reduce tables, every catalog MoE shape's
-curve). Prints a table and one JSON summary line (median |error| per family and system, tables
+curve, an all-reduce or all-to-all table, with this very point left out; an attention or MLA
+table without the point's width node. Two columns per system: the analytic model with its
+measured kernel tables off (the default: fits, and the MoE curves of DeepSeek-V3/R1 and gpt-oss)
+and on (``kernel_tables``: GEMM, all-reduce, all-to-all, attention and MLA tables, every catalog
+MoE shape's curve). Prints a table and one JSON summary line (median |error| per family and system, tables
 on; ``above_5pct`` lists the misses).
 
 The weight formats with GEMM fits of their own (``fp8_block``, ``nvfp4``) are also judged on the
