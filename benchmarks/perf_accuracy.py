@@ -7,10 +7,11 @@ Each point of the sample of AIConfigurator's whole kernel database (``--data``, 
 ``benchmarks/extract_kernel_points.py``) is priced as the analytic model prices it, by something
 that never saw it: the fitted constants (points the fit was fitted on, ``--fitted``, are left
 out); the GEMM tables (the sampled shapes are off the tables' nodes); a MoE shape's measured
-curve, an all-reduce table, with this very point left out. Two columns per system: the analytic
-model with its measured kernel tables off (the default: fits, and the MoE curves of DeepSeek-V3/R1
-and gpt-oss) and on (``kernel_tables``: GEMM and all-reduce tables, every catalog MoE shape's
-curve). Prints a table and one JSON summary line (median |error| per family and system, tables
+curve, an all-reduce or all-to-all table, with this very point left out; an attention or MLA
+table without the point's width node. Two columns per system: the analytic model with its
+measured kernel tables off (the default: fits, and the MoE curves of DeepSeek-V3/R1 and gpt-oss)
+and on (``kernel_tables``: GEMM, all-reduce, all-to-all, attention and MLA tables, every catalog
+MoE shape's curve). Prints a table and one JSON summary line (median |error| per family and system, tables
 on; ``above_5pct`` lists the misses).
 
 The weight formats with GEMM fits of their own (``fp8_block``, ``nvfp4``) are also judged on the
@@ -32,8 +33,14 @@ import numpy as np
 from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import math_dtype
 from aisimulate.catalog.systems import get_system
+from aisimulate.perf.attention_tables import attention_table_for
 from aisimulate.perf.calibration import GEMM_FORMAT_FITS, calibration_for, moe_curve_key
-from aisimulate.perf.kernel_tables import CollectiveTable, allreduce_tables_for, gemm_tables_for
+from aisimulate.perf.kernel_tables import (
+    CollectiveTable,
+    allreduce_tables_for,
+    alltoall_tables_for,
+    gemm_tables_for,
+)
 from aisimulate.perf.kernels import GemmFit, MeasuredCurve
 from aisimulate.perf.points import (
     DATABASE_SYSTEMS,
@@ -92,12 +99,16 @@ def gemm_tabled(point: Point) -> float | None:
     return float(MeasuredCurve(table.m, tuple(curve_ms.tolist()), 1.0).scalar()(_i(point, "m")))
 
 
-def allreduce_left_out(point: Point) -> float | None:
-    """The point's all-reduce from its system, backend and GPU count's table without this message
-    size (None: no table)."""
-    kernel_backend = backend_profile(point.backend).kernel_backend
-    table = allreduce_tables_for(point.system, point.backend, kernel_backend).get(_i(point, "num_gpus"))
-    size = float(point.row["message_bytes"])
+def collective_left_out(point: Point) -> float | None:
+    """The point's all-reduce (its system, backend and GPU count's table) or NCCL all-to-all (its
+    system and GPU count's) without this message size (None: no table)."""
+    if point.family == "alltoall":
+        table = alltoall_tables_for(point.system).get(_i(point, "num_gpus"))
+        size = 2.0 * _i(point, "message_elements")
+    else:
+        kernel_backend = backend_profile(point.backend).kernel_backend
+        table = allreduce_tables_for(point.system, point.backend, kernel_backend).get(_i(point, "num_gpus"))
+        size = float(point.row["message_bytes"])
     if table is None:
         return None
     kept = [(b, t) for b, t in zip(table.message_bytes, table.latency_ms, strict=True) if b != size]
@@ -105,6 +116,29 @@ def allreduce_left_out(point: Point) -> float | None:
         return None
     rest = CollectiveTable(tuple(b for b, _ in kept), tuple(t for _, t in kept))
     return float(rest.time_ms(np.array([size]))[0])
+
+
+def attention_left_out(point: Point) -> float | None:
+    """The point's attention (or MLA) from its system and backend's table without the point's
+    width node (a 2x gap; widths off the powers of two are off the nodes anyway); None: no table
+    (multi-head prefill, MLA decode on fewer than 8 heads a GPU, vLLM's MLA)."""
+    heads, batch = _i(point, "num_heads"), _i(point, "batch")
+    phase = point.family.removesuffix("_attention")
+    length = _i(point, "isl") if phase.startswith("context") else _i(point, "kv_len")
+    if phase == "context_mla":
+        shape, width = "bf16", batch * heads
+    elif phase == "generation_mla":
+        shape, width = f"{heads}/bf16", batch
+    else:
+        kv_heads = _i(point, "num_kv_heads")
+        if phase == "context" and heads < 2 * kv_heads:
+            return None
+        shape, width = f"{_i(point, 'head_dim')}/bf16", batch * (heads if phase == "context" else kv_heads)
+    kernel_backend = backend_profile(point.backend).kernel_backend
+    table = attention_table_for(point.system, point.backend, kernel_backend, phase, shape)
+    if table is None:
+        return None
+    return table.without_width(width).time_ms(width, length)
 
 
 def gemm_format_loso(points: list[Point]) -> dict[tuple[str, str], dict[str, list[float]]]:
@@ -154,8 +188,10 @@ def errors(points: list[Point]) -> dict[tuple[str, str], dict[str, list[float]]]
             on = moe_left_out(point, True) or fitted
         elif point.family == "gemm":
             on = gemm_tabled(point) or fitted
-        elif point.family == "allreduce":
-            on = allreduce_left_out(point) or fitted
+        elif point.family in ("allreduce", "alltoall"):
+            on = collective_left_out(point) or fitted
+        elif point.family in ("context_attention", "generation_attention", "context_mla", "generation_mla"):
+            on = attention_left_out(point) or fitted
         cell = out.setdefault((family_of(point), point.system), {"off": [], "on": []})
         cell["off"].append(abs(off / point.measured_ms - 1.0))
         cell["on"].append(abs(on / point.measured_ms - 1.0))

@@ -28,6 +28,14 @@ from aisimulate.catalog.backends import backend_profile
 from aisimulate.catalog.dtypes import KV_BYTES_PER_ELEMENT, WEIGHT_BYTES_PER_PARAM, math_dtype
 from aisimulate.catalog.models import ModelSpec
 from aisimulate.catalog.systems import System
+from aisimulate.perf.attention_tables import (
+    ATTENTION_TABLES_BY_DEFAULT,
+    MLA_GEOMETRY,
+    TableContextAttention,
+    TableGenerationAttention,
+    attention_table_for,
+    kv_key,
+)
 from aisimulate.perf.calibration import (
     GEMM_TABLES_BY_DEFAULT,
     KERNEL_TABLES_BY_DEFAULT,
@@ -37,7 +45,13 @@ from aisimulate.perf.calibration import (
     moe_fit_key,
 )
 from aisimulate.perf.cuda_graphs import padded_batch, padded_batches
-from aisimulate.perf.kernel_tables import allreduce_tables_for, gemm_tables_for, token_nodes
+from aisimulate.perf.kernel_tables import (
+    ALLTOALL_TABLES_BY_DEFAULT,
+    allreduce_tables_for,
+    alltoall_tables_for,
+    gemm_tables_for,
+    token_nodes,
+)
 from aisimulate.perf.kernels import (
     Collective,
     GenerationAttention,
@@ -300,7 +314,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             flops_per_context_token_layer=flops, fit=cal.generation_attention, **common
         )
         if not m.is_sparse_attention:
-            return context, generation
+            return self._measured_attention(context, generation)
         return sparse_attention(
             context=context,
             generation=generation,
@@ -317,6 +331,35 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             hbm_gbps=self.system.hbm_gbps,
             fit=SparseAttentionFit(),
         )
+
+    def _measured_attention(self, context: Any, generation: Any) -> tuple[Any, Any]:
+        """The attention phases the measured tables price (``attention_tables``), the fits the
+        rest: grouped-query prefill, decode, and MLA of DeepSeek-V3's geometry (the one measured)."""
+        m, tp = self.model, self.shape.tp
+        kv, heads = kv_key(self.kv_dtype), m.num_heads / tp
+        layers = {"num_layers": m.num_full_attention_layers}
+        if m.is_mla:
+            if (m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim) != MLA_GEOMETRY:
+                return context, generation
+            shapes = {"context_mla": kv, "generation_mla": f"{heads:g}/{kv}"}
+        else:
+            layers |= {"num_sliding_layers": m.num_sliding_layers, "sliding_window": m.sliding_window}
+            shapes = {"context": f"{m.head_dim}/{kv}", "generation": f"{m.head_dim}/{kv}"}
+            if m.num_heads < 2 * m.num_kv_heads:
+                del shapes["context"]  # multi-head prefill: not in the tables
+        kernel_backend = backend_profile(self.backend).kernel_backend
+        for phase, shape in shapes.items():
+            if not (self.kernel_tables or phase in ATTENTION_TABLES_BY_DEFAULT):
+                continue
+            table = attention_table_for(self.system.name, self.backend, kernel_backend, phase, shape)
+            if table is None:
+                continue
+            if phase.startswith("context"):
+                context = TableContextAttention(table, heads=heads, **layers)
+            else:
+                kv_heads = 1 if m.is_mla else kv_heads_per_rank(m, tp)
+                generation = TableGenerationAttention(table, kv_heads=kv_heads, **layers)
+        return context, generation
 
     def _build_linear_attention(self) -> LinearAttention:
         """Gated DeltaNet layers of a hybrid model (heads split by tp); none for other models."""
@@ -423,7 +466,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             network=self._network,
         )
 
-    def _build_comm(self, cal: Calibration) -> tuple[Any, Collective]:
+    def _build_comm(self, cal: Calibration) -> tuple[Any, Collective | MeasuredCurve]:
         """The collectives of a pass on the rank's own tokens, folded into one cost linear in
         them (with ``kernel_tables``, one measured curve: the all-reduces from their tables), and
         the experts' all-to-all (or gather and reduce) in the attention-DP group's tokens."""
@@ -442,7 +485,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             # Dispatch and combine of every MoE layer, each GPU sending its share of the group's
             # tokens. Without attention DP every GPU already holds every token: experts split over
             # GPUs sum their outputs with the same all-reduce a tensor-split MLP does.
-            moe_comm = all_to_all(
+            moe_comm: Collective | MeasuredCurve = all_to_all(
                 count=2 * m.num_moe_layers,
                 num_gpus=stage,
                 bytes_per_token=token_bytes * m.experts_per_token / stage,
@@ -450,6 +493,14 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
                 fit=cal.alltoall,
                 network=self._network,
             )
+            measured = alltoall_tables_for(self.system.name).get(stage)
+            if measured is not None and (self.kernel_tables or ALLTOALL_TABLES_BY_DEFAULT):
+                # NCCL's measured all-to-all at each GPU's send buffer, at the tables' token counts.
+                nodes = np.asarray(token_nodes())
+                sent_ms = (
+                    2 * m.num_moe_layers * measured.time_ms(nodes * token_bytes * m.experts_per_token / stage)
+                )
+                moe_comm = MeasuredCurve(tuple(nodes.tolist()), tuple(sent_ms.tolist()), 1.0)
             tp_count = m.num_layers if tp > 1 else 0
         elif m.is_moe and stage > 1 and self._dp > 1:
             # Attention DP with tensor-split experts (no expert parallelism): nothing is

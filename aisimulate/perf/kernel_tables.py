@@ -16,6 +16,10 @@ all measured (block-scaled kernels skip some) has no table latency and keeps the
 All-reduce: per system, backend and GPU count (2, 4, 8), the backend's custom all-reduce at every
 message size measured (256 B to 1 GB), interpolated in (log bytes, log latency); beyond the
 largest message the latency scales with the bytes, below the smallest it is the smallest's.
+
+All-to-all (``perf/data/alltoall_tables.json``, ``benchmarks/extract_alltoall_tables.py``): per
+system and GPU count (2, 4, 8; 2, 4 on the NVL72 systems), NCCL's all-to-all by each GPU's send
+buffer, read the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ from typing import Any
 import numpy as np
 
 DATA_FILE = "kernel_tables.json"
+ALLTOALL_FILE = "alltoall_tables.json"
+# Whether the expert all-to-all is read off its table when ``kernel_tables`` is not asked for
+# (serving evidence in docs/perf.md).
+ALLTOALL_TABLES_BY_DEFAULT = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +129,17 @@ def allreduce_tables_for(system: str, backend: str, kernel_backend: str) -> dict
     whose kernel fits it borrows); empty for a system the database lacks."""
     by_key = _data().get("allreduce", {})
     entry = by_key.get(f"{system}/{backend}") or by_key.get(f"{system}/{kernel_backend}") or {}
+    return {
+        int(gpus): CollectiveTable(tuple(t["message_bytes"]), tuple(t["latency_ms"]))
+        for gpus, t in entry.items()
+    }
+
+
+@functools.cache
+def alltoall_tables_for(system: str) -> dict[int, CollectiveTable]:
+    """NCCL all-to-all tables by GPU count measured on ``system``; empty for a system without."""
+    path = resources.files("aisimulate.perf") / "data" / ALLTOALL_FILE
+    entry = json.loads(path.read_text())["alltoall"].get(system, {})
     return {
         int(gpus): CollectiveTable(tuple(t["message_bytes"]), tuple(t["latency_ms"]))
         for gpus, t in entry.items()

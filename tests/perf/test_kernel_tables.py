@@ -8,7 +8,14 @@ import pytest
 
 from aisimulate.catalog import get_model, get_system
 from aisimulate.perf.analytic import AnalyticPerfModel
-from aisimulate.perf.kernel_tables import GemmTable, gemm_tables_for, table_from
+from aisimulate.perf.kernel_tables import (
+    GemmTable,
+    alltoall_tables_for,
+    gemm_tables_for,
+    table_from,
+    token_nodes,
+)
+from aisimulate.perf.kernels import Collective, MeasuredCurve
 from aisimulate.perf.memory import attention_params_per_rank
 from aisimulate.perf.points import DATABASE_SYSTEMS
 from aisimulate.perf.shape import ParallelShape
@@ -193,3 +200,19 @@ def test_with_kernel_tables_the_tensor_parallel_all_reduces_come_from_their_tabl
     # A single GPU has none.
     single = AnalyticPerfModel(model, system, ParallelShape(tp=1), kernel_tables=True)
     assert single._comm.scalar()(tokens) == 0.0
+
+
+def test_with_tables_the_expert_all_to_all_is_nccls_measured_curve():
+    model, system = get_model("deepseek-ai/DeepSeek-V3"), get_system("h100_sxm")
+    shape = ParallelShape(tp=1, attention_dp=8, moe_ep=8)
+    off = AnalyticPerfModel(model, system, shape, backend="vllm", kernel_tables=False)
+    on = AnalyticPerfModel(model, system, shape, backend="vllm", kernel_tables=True)
+    assert isinstance(off._group_comm, Collective) and isinstance(on._group_comm, MeasuredCurve)
+    table = alltoall_tables_for("h100_sxm")[8]
+    tokens = token_nodes()[6]
+    send_bytes = tokens * model.hidden_size * 2.0 * model.experts_per_token / 8
+    expected = 2 * model.num_moe_layers * table.time_ms(np.array([send_bytes]))[0]
+    assert on._s_group_comm(tokens) == pytest.approx(expected)
+    # A GPU count the database did not measure (NVL72's 8) keeps the fit.
+    gb200 = AnalyticPerfModel(model, get_system("gb200"), shape, backend="vllm", kernel_tables=True)
+    assert 8 not in alltoall_tables_for("gb200") and isinstance(gb200._group_comm, Collective)
