@@ -226,7 +226,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
             max_batch_size=512,
             pads="decode",
         ),
-        kv_handoff_ms=60,
+        kv_handoff_ms=70,
         launch_command=("python", "-m", "sglang.launch_server", "--model-path"),
         dynamo_module="dynamo.sglang",
         service_prefix="Sglang",

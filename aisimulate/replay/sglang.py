@@ -17,7 +17,9 @@ once, but while it decodes only every ``scheduler_recv_interval`` decode passes 
 arrival then waits for the next poll, and the arrivals of one interval prefill together. On a
 disaggregated decode worker a hand-off waits for a poll too: SGLang's decode server takes the
 request (and so preallocates its KV and lets the prefill side start) only when it polls; the
-replay holds the landed KV until the next poll instead, the same wait in decode passes.
+replay holds the landed KV until the next poll instead, the same wait in decode passes. A
+decode worker streams the first token, which the prefill worker sampled, when it picks the KV up
+(before its pass); that pass emits the second.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from aisimulate.replay.engine import Rank, chunk_totals
 from aisimulate.replay.plan import EngineSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import ceil_div
+from aisimulate.replay.stamping import stamp
 
 if TYPE_CHECKING:
     from array import array
@@ -68,17 +71,35 @@ class SglangRank(Rank):
     def _head_could_start(self) -> bool:
         return bool(self.waiting)
 
-    def _promote_materialized(self, p: int) -> None:
-        """Arrived KV joins the running batch first thing in a pass that polled, while there
-        is room."""
+    def _promote_materialized(self, p: int, start_ms: float) -> None:
+        """Arrived KV joins the running batch first thing in a pass (starting at ``start_ms``)
+        that polled, while there is room. The prefill worker computed the prompt's whole KV and
+        its first token, which streams at the pick-up, before any forward pass here
+        (``_pick_up``)."""
         if self._since_recv:  # between polls
             return
         while self.materialized and self.num_running < self.spec.max_num_seqs:
-            self._start_decoding(DESTINATION.next_admission(self, self.materialized.popleft()), p)
+            r = DESTINATION.next_admission(self, self.materialized.popleft())
+            if r.max_output > 1:
+                self._pick_up(r, start_ms)
+            self._start_decoding(r, p)
+
+    def _pick_up(self, r: Request, start_ms: float) -> None:
+        """SGLang's decode worker appends the token the prefill worker sampled and streams it
+        when it takes the transferred KV (``DecodeTransferQueue.pop_transferred``, then the
+        prebuilt batch's output processing): r's first token comes out at ``start_ms`` and its
+        first decode step here computes that token's KV and emits the second. A one-token
+        request keeps the plain path (its decode pass emits its only token)."""
+        stamp(r, start_ms, 1, self.collector)
+        r.num_computed = r.prompt_len  # the first output token dangles until its step
 
     def _promote_for_stretch(self, p: int) -> bool:
-        self._promote_materialized(p)
-        return not (self._since_recv and self.materialized)  # landed KV waits: pass by pass
+        # Landed KV waits for a poll pass by pass, and a pass that picks it up is stepped: the
+        # first tokens it streams carry that pass's start. Without a free slot it waits for a
+        # completion, which ends the run anyway.
+        del p
+        full = self.num_running >= self.spec.max_num_seqs
+        return not self.materialized or (full and not self._since_recv)
 
     # ---- the pass ------------------------------------------------------------------------
     def _receive(self, now_ms: float) -> None:
@@ -96,7 +117,7 @@ class SglangRank(Rank):
         self._receive(now_ms)
         self._completing.clear()
         self.preempted_in_pass = False
-        self._promote_materialized(self.pass_idx)
+        self._promote_materialized(self.pass_idx, now_ms)
         batch = self._extend_batch()
         self._extending = bool(batch)
         if batch:

@@ -45,6 +45,20 @@ def test_ttft_is_prefill_then_the_first_decode_step():
     assert rep.summary["kv_transfer_ms_mean"] == 0
 
 
+@pytest.mark.parametrize("exact", [False, True])
+def test_sglang_streams_the_prefill_workers_token_at_pick_up(exact):
+    # SGLang's decode worker streams the token the prefill worker sampled when it takes the KV,
+    # before any pass of its own: TTFT is the prefill alone, and its first pass (the whole
+    # prompt's KV plus that token) emits the second token.
+    p = plan(backend="sglang", kv_transfer_bandwidth_gbps=0)
+    r = one(p, exact=exact).requests[0]
+    assert r["ttft_ms"] == pytest.approx(prefill_ms(1, 1024, 0))
+    assert r["ttst_ms"] == pytest.approx(decode_ms(1025, CAPACITY))
+    assert r["output_length"] == 3
+    single = one(p, osl=1, exact=exact).requests[0]  # a one-token request: its pass emits it
+    assert single["ttft_ms"] == pytest.approx(prefill_ms(1, 1024, 0) + decode_ms(1024, CAPACITY))
+
+
 def test_transfer_time_is_prompt_kv_over_bandwidth():
     rep = one(plan(kv_transfer_bandwidth_gbps=10))
     expected = 1024 * 131072 / (10 * 1e6)  # bytes / (GB/s as bytes per ms)
