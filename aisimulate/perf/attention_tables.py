@@ -41,6 +41,18 @@ ATTENTION_TABLES_BY_DEFAULT: frozenset[str] = frozenset()
 MLA_GEOMETRY = (512, 128, 64, 128)
 
 
+def _bracket(nodes: tuple[float, ...], x: float) -> tuple[int, float, float]:
+    """The interval ``i`` of sorted log nodes that holds ``x``, ``x``'s weight towards node
+    ``i + 1``, and how far ``x`` lies past the last node: the table extrapolates beyond its
+    largest node along a power law, and clamps below its smallest."""
+    if x >= nodes[-1]:
+        return len(nodes) - 2, 1.0, x - nodes[-1]
+    if x <= nodes[0]:
+        return 0, 0.0, 0.0
+    i = bisect.bisect_right(nodes, x) - 1
+    return i, (x - nodes[i]) / (nodes[i + 1] - nodes[i]), 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class AttentionTable:
     """One (system, backend, phase, head size, KV format): log latency at (width, length) nodes,
@@ -53,23 +65,9 @@ class AttentionTable:
 
     def time_ms(self, width: float, length: float) -> float:
         """One layer's latency at ``width`` (> 0) and ``length`` (> 0)."""
-        lw, ll, power = self.log_width, self.log_length, self.length_power
-        x, y = math.log(width), math.log(length)
-        beyond = 0.0
-        if x >= lw[-1]:
-            i, wi, beyond = len(lw) - 2, 1.0, x - lw[-1]
-        elif x <= lw[0]:
-            i, wi = 0, 0.0
-        else:
-            i = bisect.bisect_right(lw, x) - 1
-            wi = (x - lw[i]) / (lw[i + 1] - lw[i])
-        if y >= ll[-1]:
-            j, wj, beyond = len(ll) - 2, 1.0, beyond + power * (y - ll[-1])
-        elif y <= ll[0]:
-            j, wj = 0, 0.0
-        else:
-            j = bisect.bisect_right(ll, y) - 1
-            wj = (y - ll[j]) / (ll[j + 1] - ll[j])
+        i, wi, beyond = _bracket(self.log_width, math.log(width))
+        j, wj, past = _bracket(self.log_length, math.log(length))
+        beyond += self.length_power * past
         lo, hi = self.log_ms[i], self.log_ms[i + 1]
         low = lo[j] + wj * (lo[j + 1] - lo[j])
         high = hi[j] + wj * (hi[j + 1] - hi[j])
@@ -77,15 +75,7 @@ class AttentionTable:
 
     def log_row(self, width: float) -> np.ndarray:
         """The log latency at every length node for one ``width`` (as ``time_ms`` reads it)."""
-        lw, x = self.log_width, math.log(width)
-        beyond = 0.0
-        if x >= lw[-1]:
-            i, wi, beyond = len(lw) - 2, 1.0, x - lw[-1]
-        elif x <= lw[0]:
-            i, wi = 0, 0.0
-        else:
-            i = bisect.bisect_right(lw, x) - 1
-            wi = (x - lw[i]) / (lw[i + 1] - lw[i])
+        i, wi, beyond = _bracket(self.log_width, math.log(width))
         lo, hi = np.asarray(self.log_ms[i]), np.asarray(self.log_ms[i + 1])
         row: np.ndarray = lo + wi * (hi - lo) + beyond
         return row
