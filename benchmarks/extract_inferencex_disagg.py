@@ -19,6 +19,14 @@ given newest first, each ``FILE@SHA`` (``FILE@SHA@OWNER/REPO`` when read from an
 than SemiAnalysisAI/InferenceX, e.g. its earlier name InferenceMAX/InferenceMAX). Every config
 keeps its commit, repository and image, so a row matches the version that names its container; a
 config an earlier-listed (newer) file already holds with the same image is left out.
+
+Some runs InferenceX exported were launched from NVIDIA/srt-slurm recipes its file never named
+(the 2026-03-25 export's work-in-progress GB200 GLM-5 rows). ``--recipe CHECKOUT@SHA:PATH`` reads
+one such recipe (``PATH`` inside a checkout of https://github.com/NVIDIA/srt-slurm, Apache-2.0, at
+``SHA``) into a config of its own, with that repository, commit and the recipe's path. Without
+InferenceX files the table at ``--out`` is kept and only its recipe configs are replaced:
+
+    python benchmarks/extract_inferencex_disagg.py --recipe CHECKOUT@SHA:recipes/GLM5/.../x.yaml ...
 """
 
 from __future__ import annotations
@@ -52,6 +60,10 @@ SYSTEMS = {
     "gb300": "gb300",
 }
 BACKENDS = {"dynamo-trt": "trtllm", "dynamo-sglang": "sglang", "dynamo-vllm": "vllm"}
+RECIPES_REPOSITORY = "NVIDIA/srt-slurm"
+# srt-slurm's model folder (``recipes/<MODEL>/...``) -> our model id; its ``backend.type`` -> ours.
+RECIPE_MODELS = {"GLM5": "zhipuai/GLM-5"}
+RECIPE_BACKENDS = {"trtllm": "trtllm", "sglang": "sglang", "vllm": "vllm"}
 MTP_DEPTH = re.compile(r"_mtp(\d+)(?:_\d+)?\.yaml")
 # Before its recipes, InferenceX launched these TensorRT-LLM runs with inline settings, the draft
 # tokens among them (``DECODE_MTP_SIZE=3``).
@@ -163,15 +175,100 @@ def extract(text: str, commit: str, repository: str = REPOSITORY) -> tuple[list[
     return configs, left_out
 
 
+def _recipe_role(workers: int, gpus: int, settings: dict) -> dict:
+    """A recipe's role as InferenceX's entries write one: ``tp`` the worker's GPUs (TensorRT-LLM's
+    ``tensor_parallel_size`` spans the attention-DP ranks too)."""
+    tp = int(settings["tensor_parallel_size"])
+    if tp != gpus:
+        raise ValueError(f"tensor_parallel_size {tp} is not the worker's {gpus} GPUs")
+    return {
+        "workers": workers,
+        "tp": tp,
+        "ep": int(settings.get("moe_expert_parallel_size", 1)),
+        "attention_dp": bool(settings.get("enable_attention_dp", False)),
+    }
+
+
+def extract_recipe(text: str, path: str, commit: str) -> dict:
+    """One srt-slurm TensorRT-LLM disaggregated recipe as a config of one entry: its deployment
+    (``resources``, ``trtllm_config``), MTP draft tokens (``speculative_config``), lengths and
+    concurrencies (``benchmark``; written space- or ``x``-separated), and its container."""
+    recipe = yaml.safe_load(text)
+    folder = Path(path).parts[1]
+    res, backend = recipe["resources"], recipe["backend"]
+    known = {
+        "model": RECIPE_MODELS.get(folder),
+        "system": SYSTEMS.get(str(res["gpu_type"])),
+        "backend": RECIPE_BACKENDS.get(str(backend["type"])),
+    }
+    missing = [k for k, v in known.items() if v is None]
+    if missing:
+        raise ValueError(f"{path}: no mapping for {', '.join(missing)}")
+    roles = backend["trtllm_config"]
+    speculative = roles["decode"].get("speculative_config") or {}
+    mtp = str(speculative.get("decoding_type", "")).lower() == "mtp"
+    bench = recipe["benchmark"]
+    entry = {
+        "isl": int(bench["isl"]),
+        "osl": int(bench["osl"]),
+        "concurrency": [int(c) for c in re.split(r"[x\s]+", str(bench["concurrencies"]).strip())],
+        "prefill": _recipe_role(int(res["prefill_workers"]), int(res["gpus_per_prefill"]), roles["prefill"]),
+        "decode": _recipe_role(int(res["decode_workers"]), int(res["gpus_per_decode"]), roles["decode"]),
+        "spec_decoding": "mtp" if mtp else "none",
+        "mtp_draft_tokens": int(speculative["num_nextn_predict_layers"]) if mtp else None,
+        "recipe": path,
+    }
+    return {
+        "config": str(Path(path).parent.parent.parent),
+        **known,
+        "precision": str(recipe["model"]["precision"]),
+        "image": Path(str(recipe["model"]["container"])).name,
+        "commit": commit,
+        "repository": RECIPES_REPOSITORY,
+        "users_per_decode_worker": False,
+        "entries": [entry],
+    }
+
+
+def _recipe_configs(specs: list[str]) -> list[dict]:
+    """``CHECKOUT@SHA:PATH`` recipes as configs, one per recipe folder, commit and container."""
+    configs: dict[tuple[str, str, str], dict] = {}
+    for spec in specs:
+        checkout, _, rest = spec.partition("@")
+        commit, _, path = rest.partition(":")
+        found = extract_recipe((Path(checkout) / path).read_text(encoding="utf-8"), path, commit)
+        key = (found["config"], commit, found["image"])
+        if key in configs:
+            configs[key]["entries"] += found["entries"]
+        else:
+            configs[key] = found
+    for config in configs.values():
+        config["entries"].sort(key=lambda e: (e["isl"], e["recipe"]))
+    return sorted(configs.values(), key=lambda c: (c["config"], c["commit"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "files", nargs="+", help="nvidia-master.yaml, or FILE@COMMIT[@OWNER/REPO] for several, newest first"
+        "files", nargs="*", help="nvidia-master.yaml, or FILE@COMMIT[@OWNER/REPO] for several, newest first"
+    )
+    parser.add_argument(
+        "--recipe",
+        action="append",
+        default=[],
+        help="CHECKOUT@SHA:PATH of an srt-slurm recipe InferenceX's file does not name (repeatable)",
     )
     parser.add_argument("--commit", default="", help="the InferenceX commit of a single file")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    if not args.files and not args.recipe:
+        parser.error("give InferenceX's nvidia-master.yaml files, --recipe files, or both")
     configs, commits, versions = [], [], []
+    if not args.files:
+        kept = json.loads(args.out.read_text(encoding="utf-8"))
+        configs = [c for c in kept["configs"] if c["repository"] != RECIPES_REPOSITORY]
+        versions = [v for v in kept["source"]["versions"] if v["repository"] != RECIPES_REPOSITORY]
+        commits = [v["commit"] for v in versions]
     for spec in args.files:
         path, _, rest = spec.partition("@")
         commit, _, repository = rest.partition("@")
@@ -191,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
         versions.append({"repository": repository, "commit": commit})
         for line in left_out:
             print(f"left out: {line}", file=sys.stderr)
+    for config in _recipe_configs(args.recipe):
+        configs.append(config)
+        if config["commit"] not in commits:
+            commits.append(config["commit"])
+            versions.append({"repository": RECIPES_REPOSITORY, "commit": config["commit"]})
     table = {
         "source": {
             "repository": REPOSITORY,
@@ -198,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
             "commits": commits,
             "versions": versions,
             "licence": "Apache-2.0",
-            "note": "facts of InferenceX's disaggregated benchmark configs; extracted by "
+            "note": "facts of InferenceX's disaggregated benchmark configs, and of NVIDIA/srt-slurm "
+            "recipes (Apache-2.0) that ran exported runs no config names; extracted by "
             "benchmarks/extract_inferencex_disagg.py",
         },
     }

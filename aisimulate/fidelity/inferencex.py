@@ -51,6 +51,11 @@ RECIPE_DECODE_SPLIT = re.compile(r"(?:^|_)gen\d+_(tep|dep)\d+(?:_|\.|$)")
 # others attention DP with the experts over every GPU (``--tp-size``, ``--dp-size`` and
 # ``--ep-size`` the GPUs, ``--enable-dp-attention``), as the config's ``dp-attn`` reads.
 TENSOR_PARALLEL_SCRIPTS = frozenset({"1k1k-low-latency.sh", "8k1k-low-latency.sh"})
+# The NVIDIA/srt-slurm recipes (Apache-2.0) that launched exported runs no InferenceX config names
+# (the 2026-03-25 export's work-in-progress GB200 GLM-5 rows, measured 2026-04-02 on the recipes'
+# 2026-04-02 container). That export writes those rows with each role's GPUs as its ``tp`` and
+# ``moe_tp`` and ``moe_ep`` 1 (ids ``..._tp4_0_ep_...``), whatever expert split the recipe ran.
+RECIPES_REPOSITORY = "NVIDIA/srt-slurm"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +122,7 @@ class Entry:
     recipe: str  # the recipe file the entry launches ("" when it names none)
     commit: str = ""  # the version of InferenceX's config the entry is from
     users_per_decode_worker: bool = False  # the client ran each listed concurrency per decode worker
+    repository: str = ""  # where the entry is from (InferenceX's file, or RECIPES_REPOSITORY)
 
     def exports_to(self, prefill: tuple[int, ...], decode: tuple[int, ...]) -> bool:
         """Whether a row recording these (tp, pp, attention DP, moe_tp, moe_ep) per role is this
@@ -124,6 +130,8 @@ class Entry:
         deployment's GPUs (every prefill and decode worker's together) as both roles' ``tp`` and
         ``moe_tp``, the way the 2026-04-06 export writes the runs of December 2025."""
         ep = self.prefill.ep
+        if self.repository == RECIPES_REPOSITORY:
+            return (prefill, decode) == tuple((r.gpus, 1, 1, r.gpus, 1) for r in (self.prefill, self.decode))
         if (self.prefill.exported(ep), self.decode.exported(ep)) == (prefill, decode):
             return True
         gpus = self.prefill.workers * self.prefill.gpus + self.decode.workers * self.decode.gpus
@@ -154,6 +162,13 @@ class Entry:
         return self.prefill.shape(), decode.shape()
 
     @property
+    def provenance(self) -> str:
+        """Which config version and recipe the entry is, for the row's ``workers_from``."""
+        if self.repository == RECIPES_REPOSITORY:
+            return f"{self.repository}@{self.commit[:8]} {self.recipe}"
+        return f"InferenceX {self.config}@{self.commit[:8]} {self.recipe}".strip()
+
+    @property
     def ran(self) -> tuple[RoleEntry, RoleEntry, str, int | None]:
         """What a replay takes from the entry; entries that agree on it are one deployment."""
         return (self.prefill, self.decode, self.spec_decoding, self.mtp_draft_tokens)
@@ -163,7 +178,8 @@ class Entry:
             return f"{r.workers}x(tp{r.tp} ep{r.ep}{' dp-attn' if r.attention_dp else ''})"
 
         mtp = f", mtp {self.mtp_draft_tokens or '?'}" if self.spec_decoding == "mtp" else ""
-        return f"{self.recipe or self.config}: prefill {role(self.prefill)}, decode {role(self.decode)}{mtp}"
+        name = Path(self.recipe).name or self.config
+        return f"{name}: prefill {role(self.prefill)}, decode {role(self.decode)}{mtp}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +405,7 @@ def parse_table(table: dict) -> tuple[Entry, ...]:
                     recipe=raw["recipe"],
                     commit=config.get("commit", ""),
                     users_per_decode_worker=bool(config.get("users_per_decode_worker", False)),
+                    repository=config.get("repository", ""),
                 )
             )
     return tuple(entries)
@@ -464,7 +481,7 @@ def resolve(
         prefill=prefill_shape,
         decode=decode_shape,
         nextn=entry.mtp_draft_tokens or 0,
-        source=f"InferenceX {entry.config}@{entry.commit[:8]} {entry.recipe}".strip() + said,
+        source=entry.provenance + said,
         decode_max_batch=recipe_max_batch(entry.recipe),
     )
 

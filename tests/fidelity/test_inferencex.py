@@ -807,3 +807,134 @@ def test_a_row_whose_config_no_version_holds_takes_the_databases_run_at_its_conc
     other_run = Speculation(mtp=False, deployment=TEP8, row="db", same_run=False)
     with pytest.raises(Unresolved, match="ambiguous"):
         _resolve(12, 8, speculation=other_run)
+
+
+GLM5_RECIPE = """
+name: "glm5_nvfp4_ISL1K_OSL1K_ctx1dep4_gen4tep8_batch128_allconc_eplb0_mtp0"
+model:
+  container: "/squash/trtllm-glm5-aarch64-20260402.sqsh"
+  precision: "fp4"
+resources:
+  gpu_type: "gb200"
+  prefill_workers: 1
+  gpus_per_prefill: 4
+  decode_workers: 4
+  gpus_per_decode: 8
+backend:
+  type: trtllm
+  trtllm_config:
+    prefill: {tensor_parallel_size: 4, moe_expert_parallel_size: 4, enable_attention_dp: true}
+    decode:
+      tensor_parallel_size: 8
+      moe_expert_parallel_size: 8
+      enable_attention_dp: false
+      speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}
+benchmark: {isl: 1024, osl: 1024, concurrencies: "4x180x360"}
+"""
+GLM5_PATH = (
+    "recipes/GLM5/disagg/trtllm_dynamo/gb200_nvfp4/ISL1K_OSL1K/MTP/ctx1dep4_gen4tep8_batch128_mtp3.yaml"
+)
+
+
+def test_an_srt_slurm_recipe_becomes_a_config_with_its_repository_commit_and_path(tmp_path):
+    recipe = tmp_path / GLM5_PATH
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text(GLM5_RECIPE)
+    config = _extractor().extract_recipe(GLM5_RECIPE, GLM5_PATH, "abc123")
+    assert (config["model"], config["system"], config["backend"], config["precision"]) == (
+        "zhipuai/GLM-5",
+        "gb200",
+        "trtllm",
+        "fp4",
+    )
+    assert (config["repository"], config["commit"], config["image"]) == (
+        "NVIDIA/srt-slurm",
+        "abc123",
+        "trtllm-glm5-aarch64-20260402.sqsh",
+    )
+    (entry,) = config["entries"]
+    assert entry["concurrency"] == [4, 180, 360]  # written x-separated
+    assert entry["prefill"] == {"workers": 1, "tp": 4, "ep": 4, "attention_dp": True}
+    assert entry["decode"] == {"workers": 4, "tp": 8, "ep": 8, "attention_dp": False}
+    assert (entry["spec_decoding"], entry["mtp_draft_tokens"], entry["recipe"]) == ("mtp", 3, GLM5_PATH)
+    # --recipe alone keeps the table's InferenceX configs and versions and adds the recipe's.
+    out = tmp_path / "table.json"
+    master = tmp_path / "master.yaml"
+    master.write_text(CONFIG_YAML)
+    assert _extractor().main([f"{master}@def456", "--out", str(out)]) == 0
+    assert _extractor().main(["--recipe", f"{tmp_path}@abc123:{GLM5_PATH}", "--out", str(out)]) == 0
+    assert _extractor().main(["--recipe", f"{tmp_path}@abc123:{GLM5_PATH}", "--out", str(out)]) == 0
+    table = json.loads(out.read_text())
+    assert [(c["repository"], c["commit"]) for c in table["configs"]] == [
+        ("SemiAnalysisAI/InferenceX", "def456"),
+        ("NVIDIA/srt-slurm", "abc123"),
+    ]
+    assert table["source"]["commits"] == ["def456", "abc123"]
+    assert table["source"]["versions"][1] == {"repository": "NVIDIA/srt-slurm", "commit": "abc123"}
+
+
+def test_a_recipe_whose_tensor_parallel_size_is_not_its_workers_gpus_is_refused():
+    with pytest.raises(ValueError, match="tensor_parallel_size 8 is not the worker's 4 GPUs"):
+        _extractor().extract_recipe(
+            GLM5_RECIPE.replace("gpus_per_decode: 8", "gpus_per_decode: 4"), GLM5_PATH, "a"
+        )
+
+
+def test_a_recipe_entry_matches_rows_exported_with_each_roles_gpus_as_tp_and_moe_tp():
+    entries = parse_table(
+        {
+            "configs": [
+                {
+                    "config": "recipes/GLM5/disagg/trtllm_dynamo/gb200_nvfp4",
+                    "model": "zhipuai/GLM-5",
+                    "system": "gb200",
+                    "backend": "trtllm",
+                    "precision": "fp4",
+                    "image": "glm5.sqsh",
+                    "commit": "b8ae71a5" + "0" * 32,
+                    "repository": "NVIDIA/srt-slurm",
+                    "entries": [_entry([4, 180], (1, 4, 4, True), (4, 8, 8, False), recipe=GLM5_PATH)],
+                }
+            ]
+        }
+    )
+    glm5 = RunKey("zhipuai/GLM-5", "fp4", "gb200", "trtllm", 1024, 1024)
+    found = resolve(
+        glm5, concurrency=180, image="", prefill=(4, 1, 1, 4, 1), decode=(8, 1, 1, 8, 1), entries=entries
+    )
+    # The recipe's own split: DEP4 prefill, four TEP8 decode workers; its name caps them at 128.
+    assert found.prefill == WorkerShape(workers=1, tp=1, attention_dp=4, moe_tp=1, moe_ep=4)
+    assert found.decode == WorkerShape(workers=4, tp=8, attention_dp=1, moe_tp=1, moe_ep=8)
+    assert (found.decode_max_batch, found.source) == (128, f"NVIDIA/srt-slurm@b8ae71a5 {GLM5_PATH}")
+    # InferenceX's export form (the prefill ep as moe_ep) is not how those rows were written.
+    with pytest.raises(Unresolved, match="no version has an entry"):
+        resolve(
+            glm5, concurrency=180, image="", prefill=(4, 1, 1, 1, 4), decode=(8, 1, 1, 2, 4), entries=entries
+        )
+
+
+def test_the_bundled_glm5_gb200_rows_replay_on_their_srt_slurm_recipes(tmp_path):
+    # The 2026-03-25 export's work-in-progress GLM-5 rows: no image, each role's GPUs as tp.
+    path = tmp_path / "glm5.csv"
+    rows = [
+        _silicon_row("tep8", 180, (4, 4, 1), (8, 8, 1), image="wip=True"),
+        _silicon_row("tep4", 30, (4, 4, 1), (4, 4, 1), image="wip=True"),
+        _silicon_row("dep32", 1229, (4, 4, 1), (32, 32, 1), image="wip=True"),
+        _silicon_row("tep2", 7, (4, 4, 1), (4, 4, 1), image="wip=True"),  # no recipe runs 7 users
+    ]
+    text = "\n".join([HEADER, *rows]).replace("deepseek-ai/DeepSeek-R1", "zhipuai/GLM-5")
+    path.write_text(text.replace("model=DeepSeek-R1", "model=GLM-5") + "\n")
+    read = {r.id: r for r in read_measured(path)}
+    tep8 = read["tep8"]
+    assert tep8.problem == "" and tep8.nextn == 0
+    assert (tep8.prefill.workers, tep8.prefill.attn_dp, tep8.decode.workers, tep8.decode.tp) == (1, 4, 4, 8)
+    assert tep8.decode.max_batch == 128
+    assert tep8.workers_from.startswith("NVIDIA/srt-slurm@b8ae71a5 recipes/GLM5/disagg/trtllm_dynamo/")
+    assert (read["tep4"].decode.workers, read["tep4"].decode.tp, read["tep4"].decode.max_batch) == (5, 4, 8)
+    assert (read["dep32"].decode.workers, read["dep32"].decode.attn_dp) == (1, 32)
+    assert "no version has an entry" in read["tep2"].problem
+    # The catalog's GLM-5 replays in those shapes.
+    for row in ("tep8", "tep4", "dep32"):
+        plan = build_case(read[row]).plan
+        assert plan.decode.replicas == read[row].decode.workers
+    assert build_case(tep8).plan.decode.attention_dp == 1
