@@ -11,12 +11,11 @@ nccl_perf``, the version ``extract_kernel_points.py`` keeps) for every system: p
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
 
-from extract_kernel_points import SYSTEMS, default_db, nccl_points
+from extract_kernel_points import SYSTEMS, db_and_out, nccl_points
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE.parent / "aisimulate" / "perf" / "data" / "alltoall_tables.json"
@@ -48,13 +47,10 @@ def extract(db: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", type=Path, default=None, help="AIConfigurator's systems/data directory")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args()
-    payload = extract(args.db or default_db())
-    args.out.write_text(json.dumps(payload, sort_keys=True, separators=(",", ":")) + "\n")
-    print(f"{args.out}: {args.out.stat().st_size // 1024} KB")
+    db, out = db_and_out(__doc__.splitlines()[0], DEFAULT_OUT)
+    payload = extract(db)
+    out.write_text(json.dumps(payload, sort_keys=True, separators=(",", ":")) + "\n")
+    print(f"{out}: {out.stat().st_size // 1024} KB")
 
 
 if __name__ == "__main__":

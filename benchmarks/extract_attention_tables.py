@@ -18,7 +18,6 @@ prefill reads more KV and runs 5-15% slower). Head dims 64, 128 and 256 (the cat
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import math
@@ -26,7 +25,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from extract_kernel_points import BACKENDS, KV_DTYPES, SYSTEMS, _attention_dtype, default_db, pick_kernel
+from extract_kernel_points import BACKENDS, KV_DTYPES, SYSTEMS, _attention_dtype, db_and_out, pick_kernel
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE.parent / "aisimulate" / "perf" / "data" / "attention_tables.json.gz"
@@ -132,14 +131,11 @@ def extract(db: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", type=Path, default=None, help="AIConfigurator's systems/data directory")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args()
-    payload = extract(args.db or default_db())
+    db, out = db_and_out(__doc__.splitlines()[0], DEFAULT_OUT)
+    payload = extract(db)
     text = json.dumps(payload, sort_keys=True, separators=(",", ":")) + "\n"
-    args.out.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
-    print(f"{args.out}: {args.out.stat().st_size // 1024} KB")
+    out.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+    print(f"{out}: {out.stat().st_size // 1024} KB")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,16 @@ def default_db() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "systems" / "data"
 
 
+def db_and_out(description: str, default_out: Path) -> tuple[Path, Path]:
+    """The ``--db`` (AIConfigurator's systems/data, the installed one by default) and ``--out``
+    of an extraction script that takes nothing else."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--db", type=Path, default=None, help="AIConfigurator's systems/data directory")
+    parser.add_argument("--out", type=Path, default=default_out)
+    args = parser.parse_args()
+    return args.db or default_db(), args.out
+
+
 def aic_frame(*parts: str) -> Any:
     """One measured table of AIConfigurator's database (``systems/data/<parts...>``) as a pandas
     frame; the extraction scripts share it so a missing install fails with one clear line."""

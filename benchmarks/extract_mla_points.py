@@ -16,11 +16,10 @@ Contains performance data from NVIDIA AIConfigurator, Apache-2.0.
 
 from __future__ import annotations
 
-import argparse
 import csv
 from pathlib import Path
 
-from extract_kernel_points import KV_DTYPES, SYSTEMS, _dedupe, default_db, pick_kernel, subsample
+from extract_kernel_points import KV_DTYPES, SYSTEMS, _dedupe, db_and_out, pick_kernel, subsample
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "data" / "calibration" / "context_mla_points.csv"
@@ -90,16 +89,13 @@ def extract(db: Path) -> list[dict[str, object]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", type=Path, default=None, help="AIConfigurator's systems/data directory")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args()
-    rows = extract(args.db or default_db())
-    with args.out.open("w", newline="") as fh:
+    db, out = db_and_out(__doc__.splitlines()[0], DEFAULT_OUT)
+    rows = extract(db)
+    with out.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    print(f"context_mla_points: {len(rows)} rows -> {args.out}")
+    print(f"context_mla_points: {len(rows)} rows -> {out}")
 
 
 if __name__ == "__main__":
