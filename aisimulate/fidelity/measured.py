@@ -503,8 +503,9 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
     for line, cell in enumerate(cells, start=2):
         source = cell["silicon_data_source"].strip()
         whole_gpus = _disaggregated_gpus(cell, source, f"{path}:{line}")
+        row_id = cell["id"].strip() or f"line{line}"
         names = {
-            "id": cell["id"].strip() or f"line{line}",
+            "id": row_id,
             "line": line,
             "system": cell["system"].strip(),
             "backend": cell["backend"].strip().lower(),
@@ -516,11 +517,7 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
         }
         try:
             fields = _silicon_fields(
-                cell,
-                source,
-                f"{path}:{line}",
-                linked.get(names["id"]),
-                whole_gpus=whole_gpus,  # type: ignore[arg-type]
+                cell, source, f"{path}:{line}", linked.get(row_id), whole_gpus=whole_gpus
             )
             rows.append(MeasuredRow(**names, **fields))  # type: ignore[arg-type]
         except ConfigError as err:
