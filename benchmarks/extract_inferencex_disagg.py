@@ -27,6 +27,13 @@ one such recipe (``PATH`` inside a checkout of https://github.com/NVIDIA/srt-slu
 InferenceX files the table at ``--out`` is kept and only its recipe configs are replaced:
 
     python benchmarks/extract_inferencex_disagg.py --recipe CHECKOUT@SHA:recipes/GLM5/.../x.yaml ...
+
+``--keep`` adds older versions to the table at ``--out`` as it is (configs it holds with the same
+image stay as they are): the November 2025 ``dsr1-fp8-gb200-dynamo-sglang`` whose 8k/1k entry lists
+128 to 576 users, read at commit ``00e77d0b`` of InferenceMAX's history (as the fork
+dukebw/InferenceMAX holds it):
+
+    python benchmarks/extract_inferencex_disagg.py --keep nvidia-master.yaml@00e77d0b...@dukebw/InferenceMAX
 """
 
 from __future__ import annotations
@@ -86,13 +93,30 @@ USERS_PER_DECODE_WORKER = {
 }
 
 
-def _role(block: dict) -> dict:
-    return {
-        "workers": int(block["num-worker"]),
-        "tp": int(block["tp"]),
-        "ep": int(block.get("ep", 1)),
-        "attention_dp": bool(block.get("dp-attn", False)),
-    }
+# GPUs in one node of a runner whose earliest SGLang configs size workers in nodes (a GB200 NVL72
+# compute tray holds 4 GPUs).
+GPUS_PER_NODE = {"gb200": 4}
+# Those configs (InferenceMAX's November 2025 ``dsr1-fp8-gb200-dynamo-sglang``, Dynamo's
+# ``sglang-runtime:0.5.1-rc0.pre1``) write ``tp: 1``, ``ep: 1`` ("they do nothing because they are
+# hardcoded" in the launch script) and each role's nodes, all its workers' together, as
+# ``PREFILL_NODES`` / ``DECODE_NODES`` (their comments: "6 prefill workers" on 12 nodes are DEP8).
+ROLE_NODES = re.compile(r"(?:PREFILL|DECODE)_NODES=(\d+)")
+
+
+def _role(block: dict, runner: str = "") -> dict:
+    """A role as the config writes it; where it sizes its workers only in nodes, the worker's GPUs
+    as ``ep`` with ``tp`` 1, the way InferenceX's December configs of the same launch scripts write
+    them (``RoleEntry.gpus``)."""
+    workers, tp, ep = int(block["num-worker"]), int(block["tp"]), int(block.get("ep", 1))
+    per_node = GPUS_PER_NODE.get(runner.split("-")[0])
+    for setting in block.get("additional-settings") or []:
+        found = ROLE_NODES.fullmatch(str(setting).strip())
+        if found and per_node and tp == ep == 1:
+            gpus, rest = divmod(int(found[1]) * per_node, workers)
+            if rest:
+                raise ValueError(f"{setting} does not split over {workers} workers")
+            ep = gpus
+    return {"workers": workers, "tp": tp, "ep": ep, "attention_dp": bool(block.get("dp-attn", False))}
 
 
 def _mtp_depth(entry: dict, recipe: str) -> int | None:
@@ -165,8 +189,8 @@ def extract(text: str, commit: str, repository: str = REPOSITORY) -> tuple[list[
                         "isl": int(seq["isl"]),
                         "osl": int(seq["osl"]),
                         "concurrency": [int(c) for c in entry["conc-list"]],
-                        "prefill": _role(entry["prefill"]),
-                        "decode": _role(entry["decode"]),
+                        "prefill": _role(entry["prefill"], runner),
+                        "decode": _role(entry["decode"], runner),
                         "spec_decoding": spec,
                         "mtp_draft_tokens": depth,
                         "recipe": recipe,
@@ -259,15 +283,21 @@ def main(argv: list[str] | None = None) -> int:
         help="CHECKOUT@SHA:PATH of an srt-slurm recipe InferenceX's file does not name (repeatable)",
     )
     parser.add_argument("--commit", default="", help="the InferenceX commit of a single file")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the table at --out and add the files as versions older than every one it holds",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     if not args.files and not args.recipe:
         parser.error("give InferenceX's nvidia-master.yaml files, --recipe files, or both")
     configs, commits, versions = [], [], []
-    if not args.files:
+    if args.keep or not args.files:
         kept = json.loads(args.out.read_text(encoding="utf-8"))
-        configs = [c for c in kept["configs"] if c["repository"] != RECIPES_REPOSITORY]
-        versions = [v for v in kept["source"]["versions"] if v["repository"] != RECIPES_REPOSITORY]
+        ours = (lambda r: True) if args.keep else (lambda r: r != RECIPES_REPOSITORY)
+        configs = [c for c in kept["configs"] if ours(c["repository"])]
+        versions = [v for v in kept["source"]["versions"] if ours(v["repository"])]
         commits = [v["commit"] for v in versions]
     for spec in args.files:
         path, _, rest = spec.partition("@")

@@ -134,9 +134,13 @@ class Entry:
             return (prefill, decode) == tuple((r.gpus, 1, 1, r.gpus, 1) for r in (self.prefill, self.decode))
         if (self.prefill.exported(ep), self.decode.exported(ep)) == (prefill, decode):
             return True
-        gpus = self.prefill.workers * self.prefill.gpus + self.decode.workers * self.decode.gpus
-        whole = (gpus, 1, 1, gpus, 1)
+        whole = (self.total_gpus, 1, 1, self.total_gpus, 1)
         return prefill == whole and decode == whole
+
+    @property
+    def total_gpus(self) -> int:
+        """Every prefill and decode worker's GPUs together."""
+        return self.prefill.workers * self.prefill.gpus + self.decode.workers * self.decode.gpus
 
     def runs_at(self, users: int) -> bool:
         """Whether the client ran ``users`` concurrent requests against this entry."""
@@ -430,13 +434,16 @@ def resolve(
     decode: tuple[int, int, int, int, int],
     entries: tuple[Entry, ...] | None = None,
     speculation: Speculation | None = None,
+    sweep: frozenset[tuple[int, int]] = frozenset(),
 ) -> Resolved:
     """The deployment of a disaggregated InferenceX row, from the entries matching it.
 
     ``prefill``/``decode`` are the row's recorded (tp, pp, attention DP, moe_tp, moe_ep). Raises
     ``Unresolved`` with the reason when no entry, or entries that disagree, match.
     ``speculation``: what another record of the same run says of it (``linked``); it keeps the
-    matching entries that ran as that record says.
+    matching entries that ran as that record says. ``sweep``: the (users, GPUs) of every row of
+    the same run key and day that records neither image nor workers (``sweeps``); only a version
+    with an entry at each of them can have run the row.
     """
     entries = bundled_entries() if entries is None else entries
     what = f"{run.model} {run.precision} on {run.system} ({run.backend}) at {run.isl}/{run.osl}"
@@ -448,7 +455,13 @@ def resolve(
         raise Unresolved(f"no InferenceX disaggregated entry for {what}")
     if not image:
         return _resolve_any_version(
-            run, same, concurrency=concurrency, prefill=prefill, decode=decode, speculation=speculation
+            run,
+            same,
+            concurrency=concurrency,
+            prefill=prefill,
+            decode=decode,
+            speculation=speculation,
+            sweep=sweep,
         )
     ran = [e for e in same if same_image(e.image, image)]
     if not ran:
@@ -494,15 +507,20 @@ def _resolve_any_version(
     prefill: tuple[int, int, int, int, int],
     decode: tuple[int, int, int, int, int],
     speculation: Speculation | None,
+    sweep: frozenset[tuple[int, int]],
 ) -> Resolved:
     """A row that records no container image: which version of the config ran it is unknown.
     Each bundled version (one per image) is tried; a version with no entry at the row's
-    concurrency on its shapes cannot have run it, and the rest must resolve it to one deployment
-    (workers, shapes, draft tokens, decode cap) for it to be replayed."""
+    concurrency on its shapes cannot have run it, nor one without an entry at every (users,
+    GPUs) its day's sweep ran (where some version has them all), and the rest must resolve it to
+    one deployment (workers, shapes, draft tokens, decode cap) for it to be replayed."""
     unknown = "no container image recorded, so which version of InferenceX's config ran is unknown"
     images: dict[str, str] = {}
     for e in same:
         images.setdefault(e.image.replace("#", "/").strip(), e.image)
+    covering = {i: image for i, image in images.items() if _runs_sweep(same, image, sweep)}
+    if covering:
+        images = covering
     found: list[Resolved] = []
     for image in images.values():
         try:
@@ -530,6 +548,27 @@ def _resolve_any_version(
             f"{unknown} ({len(found)} versions run different deployments at the row's concurrency)"
         )
     return replace(found[0], source=" / ".join(r.source for r in found))
+
+
+def _runs_sweep(same: list[Entry], image: str, sweep: frozenset[tuple[int, int]]) -> bool:
+    """Whether the version of the config on ``image`` has an entry at each (users, GPUs)."""
+    version = [e for e in same if same_image(e.image, image)]
+    return all(any(e.runs_at(users) and e.total_gpus == gpus for e in version) for users, gpus in sweep)
+
+
+def sweeps(rows: Iterable[tuple[str, RunKey, str, int, int]]) -> dict[str, frozenset[tuple[int, int]]]:
+    """(row id, run key, day, users, GPUs) of the rows that record neither image nor workers ->
+    each row's sweep: the (users, GPUs) of every such row of its run key and day.
+
+    One day's runs of one config are one version of InferenceX's file: the gb200 SGLang
+    DeepSeek-R1 FP8 8k/1k rows of 2025-12-05 ran 128 to 4,096 users on 72 GPUs, which only the
+    November version (``sglang-runtime:0.5.1-rc0.pre1``, 6 DEP8 prefill workers and a DEP24
+    decode worker) lists; the later versions list 512 users and up."""
+    rows = list(rows)
+    days: defaultdict[tuple[RunKey, str], set[tuple[int, int]]] = defaultdict(set)
+    for _, run, day, users, gpus in rows:
+        days[(run, day)].add((users, gpus))
+    return {row: frozenset(days[(run, day)]) for row, run, day, _, _ in rows}
 
 
 # InferenceX's results database writes its DeepSeek-R1 configs' runs (ids ``dsr1_...``) as
@@ -613,7 +652,4 @@ def runs_on_gpus(run: RunKey, gpus: int, *, entries: tuple[Entry, ...] | None = 
     ``tp 72``): every one of them has a disaggregated twin in the same file, written the same way
     (lengths, concurrency, total), measured two to three weeks later."""
     entries = bundled_entries() if entries is None else entries
-    return any(
-        run.names(e) and e.prefill.workers * e.prefill.gpus + e.decode.workers * e.decode.gpus == gpus
-        for e in entries
-    )
+    return any(run.names(e) and e.total_gpus == gpus for e in entries)

@@ -244,6 +244,7 @@ def _silicon_fields(
     speculation: inferencex.Speculation | None = None,
     *,
     whole_gpus: int | None,
+    sweep: frozenset[tuple[int, int]] = frozenset(),
 ) -> dict[str, object]:
     """The fields of one silicon row past its names; raises ``ConfigError`` for a cell it lacks.
 
@@ -305,7 +306,7 @@ def _silicon_fields(
             prefill, decode = _worker_shape(cell, "prefill", where), _worker_shape(cell, "decode", where)
         if not (prefill.workers and decode.workers):
             prefill, decode, taken = _inferencex_workers(
-                cell, source, concurrency, prefill, decode, where, speculation
+                cell, source, concurrency, prefill, decode, where, speculation, sweep
             )
             fields.update(taken)
         elif concurrency:
@@ -360,6 +361,7 @@ def _inferencex_workers(
     decode: RecordedWorkers,
     where: str,
     speculation: inferencex.Speculation | None,
+    sweep: frozenset[tuple[int, int]] = frozenset(),
 ) -> tuple[RecordedWorkers, RecordedWorkers, dict[str, object]]:
     """A disaggregated row without worker counts, as the InferenceX entry it matches ran
     (``aisimulate.fidelity.inferencex``), narrowed by what another record of its run says
@@ -376,6 +378,7 @@ def _inferencex_workers(
             prefill=recorded(prefill),
             decode=recorded(decode),
             speculation=speculation,
+            sweep=sweep,
         )
     except inferencex.Unresolved as err:
         aggregated = cell["mode"].strip().lower() == "agg"
@@ -492,6 +495,32 @@ def _copy(cell: dict[str, str], where: str) -> inferencex.Copy | None:
     )
 
 
+def _sweep_member(
+    cell: dict[str, str], whole_gpus: int | None, where: str
+) -> tuple[str, inferencex.RunKey, str, int, int] | None:
+    """(id, run key, day, users, GPUs) of a dated export's disaggregated row that records neither
+    image nor workers and writes its deployment's GPUs as both roles' ``tp`` (or was labelled
+    ``agg`` with them, ``whole_gpus``); None for any other row (``inferencex.sweeps``)."""
+    source = cell["silicon_data_source"].strip()
+    users = _source_field(source, "silicon_concurrency")
+    if not users or _source_field(source, "image") or not _source_field(source, "source_file"):
+        return None
+    try:
+        gpus = whole_gpus
+        if gpus is None and cell["mode"].strip().lower() == "disagg":
+            roles = _worker_shape(cell, "prefill", where), _worker_shape(cell, "decode", where)
+            written = {(r.tp, r.pp, r.attn_dp, r.moe_tp, r.moe_ep, r.workers) for r in roles}
+            if len(written) == 1 and roles[0].tp == roles[0].moe_tp and not roles[0].workers:
+                gpus = roles[0].tp
+        if not gpus or gpus == 1:
+            return None
+        run = _run_key(cell, where)
+        day = _source_field(source, "measured")[:10]
+        return cell["id"].strip(), run, day, _int(users, field="silicon_concurrency", where=where), gpus
+    except ConfigError:
+        return None  # the row is reported as it is read
+
+
 def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
     cells = [{k: (v or "") for k, v in raw.items() if k is not None} for raw in reader]
     # Other records of the same runs (the results database's, other exports') say what the
@@ -499,10 +528,20 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
     linked = inferencex.linked(
         c for c in (_copy(cell, f"{path}:{line}") for line, cell in enumerate(cells, start=2)) if c
     )
+    whole = [
+        _disaggregated_gpus(c, c["silicon_data_source"].strip(), f"{path}:{n}")
+        for n, c in enumerate(cells, 2)
+    ]
+    sweeps = inferencex.sweeps(
+        m
+        for m in (
+            _sweep_member(c, g, f"{path}:{n}") for n, (c, g) in enumerate(zip(cells, whole, strict=True), 2)
+        )
+        if m
+    )
     rows = []
-    for line, cell in enumerate(cells, start=2):
+    for line, (cell, whole_gpus) in enumerate(zip(cells, whole, strict=True), start=2):
         source = cell["silicon_data_source"].strip()
-        whole_gpus = _disaggregated_gpus(cell, source, f"{path}:{line}")
         row_id = cell["id"].strip() or f"line{line}"
         names = {
             "id": row_id,
@@ -517,7 +556,12 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
         }
         try:
             fields = _silicon_fields(
-                cell, source, f"{path}:{line}", linked.get(row_id), whole_gpus=whole_gpus
+                cell,
+                source,
+                f"{path}:{line}",
+                linked.get(row_id),
+                whole_gpus=whole_gpus,
+                sweep=sweeps.get(row_id, frozenset()),
             )
             rows.append(MeasuredRow(**names, **fields))  # type: ignore[arg-type]
         except ConfigError as err:

@@ -21,6 +21,7 @@ from aisimulate.fidelity.inferencex import (
     resolve,
     runs_on_gpus,
     same_image,
+    sweeps,
 )
 from aisimulate.replay.workers import resolve_engine
 from tests.scripts import load_script
@@ -938,3 +939,79 @@ def test_the_bundled_glm5_gb200_rows_replay_on_their_srt_slurm_recipes(tmp_path)
         plan = build_case(read[row]).plan
         assert plan.decode.replicas == read[row].decode.workers
     assert build_case(tep8).plan.decode.attention_dp == 1
+
+
+NODES_YAML = """
+dsr1-fp8-gb200-dynamo-sglang:
+  image: nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.5.1-rc0.pre1
+  model-prefix: dsr1
+  runner: gb200
+  precision: fp8
+  framework: dynamo-sglang
+  disagg: true
+  seq-len-configs:
+  - isl: 8192
+    osl: 1024
+    search-space:
+    - spec-decoding: "none"
+      conc-list: [ 128, 384 ]
+      prefill:
+        num-worker: 6
+        tp: 1
+        ep: 1
+        dp-attn: true
+        additional-settings: ["PREFILL_NODES=12", "N_ADDITIONAL_FRONTENDS=8"]
+      decode:
+        num-worker: 1
+        tp: 1
+        ep: 1
+        dp-attn: true
+        additional-settings: ["DECODE_NODES=6"]
+"""
+
+
+def test_the_extraction_reads_workers_sized_in_nodes_as_their_gpus_and_keep_adds_an_older_version(tmp_path):
+    (config,), _ = _extractor().extract(NODES_YAML, "00e77d0b", "dukebw/InferenceMAX")
+    (entry,) = config["entries"]
+    # 12 nodes of 4 GPUs over 6 prefill workers: DEP8 each; 6 nodes for the one decode worker.
+    assert entry["prefill"] == {"workers": 6, "tp": 1, "ep": 8, "attention_dp": True}
+    assert entry["decode"] == {"workers": 1, "tp": 1, "ep": 24, "attention_dp": True}
+    (parsed,) = parse_table({"configs": [config]})
+    assert parsed.total_gpus == 72
+    assert parsed.shapes()[0] == WorkerShape(workers=6, tp=1, attention_dp=8, moe_tp=1, moe_ep=8)
+    newer, older, out = tmp_path / "new.yaml", tmp_path / "old.yaml", tmp_path / "table.json"
+    newer.write_text(CONFIG_YAML)
+    older.write_text(NODES_YAML)
+    extractor = _extractor()
+    assert extractor.main([f"{newer}@abc123", "--out", str(out)]) == 0
+    assert extractor.main(["--keep", f"{older}@def456@dukebw/InferenceMAX", "--out", str(out)]) == 0
+    table = json.loads(out.read_text())
+    assert [c["commit"] for c in table["configs"]] == ["abc123", "def456"]
+    assert table["source"]["versions"][-1] == {"repository": "dukebw/InferenceMAX", "commit": "def456"}
+
+
+def test_a_rows_day_sweep_names_the_version_that_ran_it():
+    run = RunKey("deepseek-ai/DeepSeek-R1", "fp8", "gb200", "sglang", 8192, 1024)
+    whole = (72, 1, 1, 72, 1)
+    # Without its sweep the row at 512 users could be any of three versions' 72-GPU entries.
+    with pytest.raises(Unresolved, match="3 versions run different deployments"):
+        resolve(run, concurrency=512, image="", prefill=whole, decode=whole)
+    # Its day also ran 128 to 576 users on 72 GPUs: only the November version lists those.
+    day = frozenset((users, 72) for users in (128, 256, 384, 448, 512, 576, 1024, 2048, 4096))
+    found = resolve(run, concurrency=512, image="", prefill=whole, decode=whole, sweep=day)
+    assert found.source == "InferenceX dsr1-fp8-gb200-dynamo-sglang@00e77d0b"
+    assert (found.prefill.workers, found.prefill.attention_dp, found.decode.attention_dp) == (6, 8, 24)
+    # A sweep no version covers whole leaves every version in (the rule needs one that has it all).
+    odd = frozenset({(512, 72), (4608, 72)})
+    with pytest.raises(Unresolved, match="3 versions run different deployments"):
+        resolve(run, concurrency=512, image="", prefill=whole, decode=whole, sweep=odd)
+    rows = [
+        ("a", run, "2025-12-05", 128, 72),
+        ("b", run, "2025-12-05", 512, 72),
+        ("c", run, "2025-12-06", 512, 72),
+    ]
+    assert sweeps(rows) == {
+        "a": frozenset({(128, 72), (512, 72)}),
+        "b": frozenset({(128, 72), (512, 72)}),
+        "c": frozenset({(512, 72)}),
+    }

@@ -211,14 +211,14 @@ def test_a_vllm_tensor_parallel_expert_parallel_row_runs_on_its_tp_gpus(tmp_path
 def test_a_row_without_an_image_written_with_the_deployments_gpus_gets_the_agreeing_versions_workers(
     tmp_path,
 ):
-    # 3 DEP8 prefill + 1 DEP48 decode workers (72 GPUs) at 1,024 users: both bundled versions of
-    # dsr1-fp8-gb200-dynamo-sglang run that deployment there.
+    # 3 DEP8 prefill + 1 DEP48 decode workers (72 GPUs) at 1,024 users: all three bundled versions
+    # of dsr1-fp8-gb200-dynamo-sglang run that deployment there.
     (row,) = _silicon_file(tmp_path, SGLANG_NO_IMAGE)
     assert row.problem == ""
     p, d = row.prefill, row.decode
     assert (p.workers, p.tp, p.attn_dp, p.moe_ep) == (3, 1, 8, 8)
     assert (d.workers, d.tp, d.attn_dp, d.moe_ep) == (1, 1, 48, 48)
-    assert row.workers_from.count("InferenceX dsr1-fp8-gb200-dynamo-sglang@") == 2
+    assert row.workers_from.count("InferenceX dsr1-fp8-gb200-dynamo-sglang@") == 3
 
 
 def test_a_disaggregated_run_exported_as_aggregated_is_read_as_the_inferencex_entry_it_ran(tmp_path):
