@@ -434,16 +434,15 @@ def resolve(
     decode: tuple[int, int, int, int, int],
     entries: tuple[Entry, ...] | None = None,
     speculation: Speculation | None = None,
-    sweep: frozenset[tuple[int, int]] = frozenset(),
+    sweep: Sweep | None = None,
 ) -> Resolved:
     """The deployment of a disaggregated InferenceX row, from the entries matching it.
 
     ``prefill``/``decode`` are the row's recorded (tp, pp, attention DP, moe_tp, moe_ep). Raises
     ``Unresolved`` with the reason when no entry, or entries that disagree, match.
     ``speculation``: what another record of the same run says of it (``linked``); it keeps the
-    matching entries that ran as that record says. ``sweep``: the (users, GPUs) of every row of
-    the same run key and day that records neither image nor workers (``sweeps``); only a version
-    with an entry at each of them can have run the row.
+    matching entries that ran as that record says. ``sweep``: what the config's other rows say
+    of the version that ran a row recording no image (``Sweep``).
     """
     entries = bundled_entries() if entries is None else entries
     what = f"{run.model} {run.precision} on {run.system} ({run.backend}) at {run.isl}/{run.osl}"
@@ -507,20 +506,23 @@ def _resolve_any_version(
     prefill: tuple[int, int, int, int, int],
     decode: tuple[int, int, int, int, int],
     speculation: Speculation | None,
-    sweep: frozenset[tuple[int, int]],
+    sweep: Sweep | None,
 ) -> Resolved:
     """A row that records no container image: which version of the config ran it is unknown.
     Each bundled version (one per image) is tried; a version with no entry at the row's
     concurrency on its shapes cannot have run it, nor one without an entry at every (users,
-    GPUs) its day's sweep ran (where some version has them all), and the rest must resolve it to
-    one deployment (workers, shapes, draft tokens, decode cap) for it to be replayed."""
+    GPUs) its day's sweep ran (where some version has them all), nor one that came after the
+    row's day (``Sweep.excludes``); the rest must resolve it to one deployment (workers,
+    shapes, draft tokens, decode cap) for it to be replayed."""
     unknown = "no container image recorded, so which version of InferenceX's config ran is unknown"
     images: dict[str, str] = {}
     for e in same:
         images.setdefault(e.image.replace("#", "/").strip(), e.image)
-    covering = {i: image for i, image in images.items() if _runs_sweep(same, image, sweep)}
-    if covering:
-        images = covering
+    if sweep is not None:
+        covering = {i: image for i, image in images.items() if _runs_sweep(same, image, sweep.runs)}
+        images = covering or images
+        earlier = {i: image for i, image in images.items() if not sweep.excludes(image, images.values())}
+        images = earlier or images
     found: list[Resolved] = []
     for image in images.values():
         try:
@@ -550,25 +552,70 @@ def _resolve_any_version(
     return replace(found[0], source=" / ".join(r.source for r in found))
 
 
-def _runs_sweep(same: list[Entry], image: str, sweep: frozenset[tuple[int, int]]) -> bool:
+def _runs_sweep(same: list[Entry], image: str, runs: frozenset[tuple[int, int]]) -> bool:
     """Whether the version of the config on ``image`` has an entry at each (users, GPUs)."""
     version = [e for e in same if same_image(e.image, image)]
-    return all(any(e.runs_at(users) and e.total_gpus == gpus for e in version) for users, gpus in sweep)
+    return all(any(e.runs_at(users) and e.total_gpus == gpus for e in version) for users, gpus in runs)
 
 
-def sweeps(rows: Iterable[tuple[str, RunKey, str, int, int]]) -> dict[str, frozenset[tuple[int, int]]]:
-    """(row id, run key, day, users, GPUs) of the rows that record neither image nor workers ->
-    each row's sweep: the (users, GPUs) of every such row of its run key and day.
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """What the other rows of a config say of the version of InferenceX's file that ran a row
+    recording no image: ``runs``, the (users, GPUs) of every such row of its run key and
+    ``day``; ``images``, each image the config's rows do record, with the first and last day
+    they ran it."""
+
+    day: str
+    runs: frozenset[tuple[int, int]] = frozenset()
+    images: tuple[tuple[str, str, str], ...] = ()
+
+    def excludes(self, image: str, candidates: Iterable[str]) -> bool:
+        """Whether the version on ``image`` came after the day: another candidate's image was
+        still run on or after the row's day, and ``image`` first ran after that. One config
+        names one image at a time and its versions follow one another, so the row's day fell
+        before the version on ``image`` existed."""
+        days = {i.replace("#", "/").strip(): (first, last) for i, first, last in self.images}
+        mine = days.get(image.replace("#", "/").strip())
+        if mine is None or not self.day:
+            return False
+        for other in candidates:
+            theirs = days.get(other.replace("#", "/").strip())
+            if theirs is not None and mine[0] > theirs[1] >= self.day:
+                return True
+        return False
+
+
+def sweeps(
+    rows: Iterable[tuple[str, RunKey, str, int, int]], recorded: Iterable[tuple[RunKey, str, str]]
+) -> dict[str, Sweep]:
+    """Each row's ``Sweep``. ``rows``: (row id, run key, day, users, GPUs) of the rows that record
+    neither image nor workers; ``recorded``: (run key, image, day) of the rows that record their
+    image (their model, precision, system and backend name the config, whatever the lengths).
 
     One day's runs of one config are one version of InferenceX's file: the gb200 SGLang
     DeepSeek-R1 FP8 8k/1k rows of 2025-12-05 ran 128 to 4,096 users on 72 GPUs, which only the
     November version (``sglang-runtime:0.5.1-rc0.pre1``, 6 DEP8 prefill workers and a DEP24
-    decode worker) lists; the later versions list 512 users and up."""
+    decode worker) lists; the later versions list 512 users and up. That image was still run on
+    2025-12-15, and the December version's ``v0.5.5.post2`` first on 2025-12-19, so the
+    1k/1k rows of 2025-12-05 did not run the December version either."""
     rows = list(rows)
     days: defaultdict[tuple[RunKey, str], set[tuple[int, int]]] = defaultdict(set)
     for _, run, day, users, gpus in rows:
         days[(run, day)].add((users, gpus))
-    return {row: frozenset(days[(run, day)]) for row, run, day, _, _ in rows}
+    spans: defaultdict[tuple, dict[str, tuple[str, str]]] = defaultdict(dict)
+    for run, image, day in recorded:
+        config = (RESULTS_DB_MODEL.get(run.model, run.model), run.precision, run.system, run.backend)
+        first, last = spans[config].get(image, (day, day))
+        spans[config][image] = (min(first, day), max(last, day))
+
+    def images(run: RunKey) -> tuple[tuple[str, str, str], ...]:
+        found = spans.get((run.model, run.precision, run.system, run.backend), {})
+        return tuple((image, first, last) for image, (first, last) in sorted(found.items()))
+
+    return {
+        row: Sweep(day=day, runs=frozenset(days[(run, day)]), images=images(run))
+        for row, run, day, _, _ in rows
+    }
 
 
 # InferenceX's results database writes its DeepSeek-R1 configs' runs (ids ``dsr1_...``) as

@@ -244,7 +244,7 @@ def _silicon_fields(
     speculation: inferencex.Speculation | None = None,
     *,
     whole_gpus: int | None,
-    sweep: frozenset[tuple[int, int]] = frozenset(),
+    sweep: inferencex.Sweep | None = None,
 ) -> dict[str, object]:
     """The fields of one silicon row past its names; raises ``ConfigError`` for a cell it lacks.
 
@@ -361,7 +361,7 @@ def _inferencex_workers(
     decode: RecordedWorkers,
     where: str,
     speculation: inferencex.Speculation | None,
-    sweep: frozenset[tuple[int, int]] = frozenset(),
+    sweep: inferencex.Sweep | None = None,
 ) -> tuple[RecordedWorkers, RecordedWorkers, dict[str, object]]:
     """A disaggregated row without worker counts, as the InferenceX entry it matches ran
     (``aisimulate.fidelity.inferencex``), narrowed by what another record of its run says
@@ -521,6 +521,19 @@ def _sweep_member(
         return None  # the row is reported as it is read
 
 
+def _recorded_image(cell: dict[str, str], where: str) -> tuple[inferencex.RunKey, str, str] | None:
+    """(run key, image, day) of a row that records its container image (``inferencex.sweeps``)."""
+    source = cell["silicon_data_source"].strip()
+    day = _source_field(source, "measured")[:10]
+    image = _source_field(source, "image") if _source_field(source, "source_file") else _db_image(source)
+    if not image or not day or "=" in image:
+        return None
+    try:
+        return _run_key(cell, where), image, day
+    except ConfigError:
+        return None
+
+
 def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
     cells = [{k: (v or "") for k, v in raw.items() if k is not None} for raw in reader]
     # Other records of the same runs (the results database's, other exports') say what the
@@ -533,11 +546,15 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
         for n, c in enumerate(cells, 2)
     ]
     sweeps = inferencex.sweeps(
-        m
-        for m in (
-            _sweep_member(c, g, f"{path}:{n}") for n, (c, g) in enumerate(zip(cells, whole, strict=True), 2)
-        )
-        if m
+        (
+            m
+            for m in (
+                _sweep_member(c, g, f"{path}:{n}")
+                for n, (c, g) in enumerate(zip(cells, whole, strict=True), 2)
+            )
+            if m
+        ),
+        (r for r in (_recorded_image(c, f"{path}:{n}") for n, c in enumerate(cells, 2)) if r),
     )
     rows = []
     for line, (cell, whole_gpus) in enumerate(zip(cells, whole, strict=True), start=2):
@@ -561,7 +578,7 @@ def _read_silicon(path: Path, reader: csv.DictReader) -> list[MeasuredRow]:
                 f"{path}:{line}",
                 linked.get(row_id),
                 whole_gpus=whole_gpus,
-                sweep=sweeps.get(row_id, frozenset()),
+                sweep=sweeps.get(row_id),
             )
             rows.append(MeasuredRow(**names, **fields))  # type: ignore[arg-type]
         except ConfigError as err:

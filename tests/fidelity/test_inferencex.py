@@ -11,6 +11,7 @@ from aisimulate.fidelity.inferencex import (
     Copy,
     RunKey,
     Speculation,
+    Sweep,
     Unresolved,
     WorkerShape,
     bundled_entries,
@@ -998,20 +999,51 @@ def test_a_rows_day_sweep_names_the_version_that_ran_it():
         resolve(run, concurrency=512, image="", prefill=whole, decode=whole)
     # Its day also ran 128 to 576 users on 72 GPUs: only the November version lists those.
     day = frozenset((users, 72) for users in (128, 256, 384, 448, 512, 576, 1024, 2048, 4096))
-    found = resolve(run, concurrency=512, image="", prefill=whole, decode=whole, sweep=day)
+    found = resolve(
+        run, concurrency=512, image="", prefill=whole, decode=whole, sweep=Sweep("2025-12-05", day)
+    )
     assert found.source == "InferenceX dsr1-fp8-gb200-dynamo-sglang@00e77d0b"
     assert (found.prefill.workers, found.prefill.attention_dp, found.decode.attention_dp) == (6, 8, 24)
     # A sweep no version covers whole leaves every version in (the rule needs one that has it all).
-    odd = frozenset({(512, 72), (4608, 72)})
+    odd = Sweep("2025-12-05", frozenset({(512, 72), (4608, 72)}))
     with pytest.raises(Unresolved, match="3 versions run different deployments"):
         resolve(run, concurrency=512, image="", prefill=whole, decode=whole, sweep=odd)
+
+
+def test_a_version_whose_image_first_ran_after_another_was_still_run_came_after_the_rows_day():
+    run = RunKey("deepseek-ai/DeepSeek-R1", "fp8", "gb200", "sglang", 1024, 1024)
+    twenty = (20, 1, 1, 20, 1)
+    # 1 prefill + 4 decode workers on 20 GPUs at 8 users: the November version (DEP4 workers)
+    # and the December one (its low-latency script launches plain TP4) both list the day's sweep.
+    runs = frozenset({(8, 20), (1024, 72)})
+    with pytest.raises(Unresolved, match="2 versions run different deployments"):
+        resolve(run, concurrency=8, image="", prefill=twenty, decode=twenty, sweep=Sweep("2025-12-05", runs))
+    # November's image was still run on 2025-12-15, December's first on 2025-12-19.
+    images = (
+        ("lmsysorg/sglang:v0.5.5.post2", "2025-12-19", "2025-12-21"),
+        ("nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.5.1-rc0.pre1", "2025-12-15", "2025-12-15"),
+    )
+    found = resolve(
+        run, concurrency=8, image="", prefill=twenty, decode=twenty, sweep=Sweep("2025-12-05", runs, images)
+    )
+    assert found.source == "InferenceX dsr1-fp8-gb200-dynamo-sglang@00e77d0b 1p_4d.sh"
+    assert (found.decode.workers, found.decode.attention_dp, found.decode.moe_ep) == (4, 4, 4)
+    # A row of a day after the older image's last run says nothing of the order.
+    late = Sweep("2025-12-16", runs, images)
+    assert not late.excludes("lmsysorg/sglang:v0.5.5.post2", [i for i, _, _ in images])
+
+
+def test_sweeps_group_a_configs_rows_by_run_key_and_day_and_span_its_recorded_images():
+    run = RunKey("deepseek-ai/DeepSeek-R1", "fp8", "gb200", "sglang", 8192, 1024)
     rows = [
         ("a", run, "2025-12-05", 128, 72),
         ("b", run, "2025-12-05", 512, 72),
         ("c", run, "2025-12-06", 512, 72),
     ]
-    assert sweeps(rows) == {
-        "a": frozenset({(128, 72), (512, 72)}),
-        "b": frozenset({(128, 72), (512, 72)}),
-        "c": frozenset({(512, 72)}),
-    }
+    # The results database names R1's runs DeepSeek-V3; other lengths are the same config.
+    db = dataclasses.replace(run, model="deepseek-ai/DeepSeek-V3", isl=1024)
+    recorded = [(run, "img:a", "2025-12-15"), (db, "img:a", "2025-12-01"), (run, "img:b", "2025-12-19")]
+    found = sweeps(rows, recorded)
+    assert found["a"].runs == found["b"].runs == frozenset({(128, 72), (512, 72)})
+    assert found["c"] == Sweep("2025-12-06", frozenset({(512, 72)}), found["a"].images)
+    assert found["a"].images == (("img:a", "2025-12-01", "2025-12-15"), ("img:b", "2025-12-19", "2025-12-19"))
