@@ -316,3 +316,41 @@ def test_an_inferencex_database_sglang_row_runs_on_its_tensor_parallel_gpus(tmp_
     assert (dated.tp, dated.moe_tp, dated.moe_ep) == (16, 4, 4)
     (wide,) = _silicon_file(tmp_path, SGLANG_DB_TP2_EP2.replace(",4,4,1,1,2,2,", ",4,4,1,1,1,4,"))
     assert (wide.tp, wide.moe_tp, wide.moe_ep) == (4, 1, 4)
+
+
+def test_a_row_without_an_image_runs_the_version_its_days_sweep_and_the_configs_images_allow(tmp_path):
+    def row(isl: int, users: int, gpus: int, day: str, source: str = "source_file=2026-04-06.csv") -> str:
+        shape = f"{gpus},1,1,{gpus},1" if gpus else "1,1,1,1,1"
+        return (
+            f"r_{isl}_{users}_{gpus}_{day},{source}; model=DeepSeek-R1; silicon_concurrency={users}; "
+            f"measured={day}T00:00:00.000Z; wip=False,sglang,,deepseek-ai/DeepSeek-R1,gb200,fp8,disagg,"
+            f"{isl},1024,fp8,fp8_block,,,,,,,,,{shape},,,{shape},100.0,20.0"
+        )
+
+    # 8k/1k at 512 users on 72 GPUs: three versions list it, in three deployments; its day also
+    # ran 128 users there, which only InferenceMAX's November version lists.
+    read = {r.id: r for r in _silicon_file(tmp_path, row(8192, 512, 72, "2025-12-05"))}
+    assert "3 versions run different deployments" in read["r_8192_512_72_2025-12-05"].problem
+    lines = [row(8192, 512, 72, "2025-12-05"), row(8192, 128, 72, "2025-12-05")]
+    read = {r.id: r for r in _silicon_file(tmp_path, *lines)}
+    ran = read["r_8192_512_72_2025-12-05"]
+    assert ran.problem == "" and ran.workers_from == "InferenceX dsr1-fp8-gb200-dynamo-sglang@00e77d0b"
+    assert (ran.prefill.workers, ran.prefill.attn_dp, ran.decode.attn_dp) == (6, 8, 24)
+    # 1k/1k at 8 users on 20 GPUs: the November (DEP4) and December (TP4 script) versions both
+    # list it; rows recording the November image on 2025-12-15 and the December one from
+    # 2025-12-19 leave the November version for a row of 2025-12-05.
+    old = "source_file=2026-04-06.csv; image=nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.5.1-rc0.pre1"
+    new = "source_file=2026-04-06.csv; image=lmsysorg/sglang:v0.5.5.post2"
+    alone = {r.id: r for r in _silicon_file(tmp_path, row(1024, 8, 20, "2025-12-05"))}
+    assert "2 versions run different deployments" in alone["r_1024_8_20_2025-12-05"].problem
+    lines = [
+        row(1024, 8, 20, "2025-12-05"),
+        row(8192, 384, 0, "2025-12-15", old),
+        row(8192, 64, 0, "2025-12-19", new),
+    ]
+    dated = {r.id: r for r in _silicon_file(tmp_path, *lines)}["r_1024_8_20_2025-12-05"]
+    assert (
+        dated.problem == ""
+        and dated.workers_from == "InferenceX dsr1-fp8-gb200-dynamo-sglang@00e77d0b 1p_4d.sh"
+    )
+    assert (dated.decode.workers, dated.decode.tp, dated.decode.attn_dp) == (4, 1, 4)
