@@ -105,6 +105,12 @@ class BackendProfile:
     # (docs/fidelity.md, "TRT-LLM aggregated: a pass with a prompt runs eagerly"). 0: none
     # (vLLM's piecewise graphs cover mixed passes; SGLang's extend passes are in its fits).
     eager_layer_ms: float = 0.0
+    # The fraction of the GPU's bf16 tensor rate FlashInfer's paged-MLA kernel reaches on the
+    # absorbed attention of an extend pass that SGLang runs in its piecewise CUDA graph
+    # (``replay.sglang_graphs``). Fitted on the development split's aggregated SGLang DeepSeek
+    # B300 rows (0.5.10.post1), the only rows that ran it (docs/fidelity.md, "SGLang aggregated on
+    # B300: DeepSeek's prompts in the prefill graph"). 0: no engine of the backend runs it.
+    graphed_mla_attention_efficiency: float = 0.0
     # Whether a worker with attention DP hands each new request to its rank holding the fewest
     # requests, whatever rank the router's pick would have been: TensorRT-LLM's PyTorch executor
     # assigns a worker's new requests across its attention-DP ranks by their active requests
@@ -227,6 +233,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
             pads="decode",
         ),
         kv_handoff_ms=70,
+        graphed_mla_attention_efficiency=0.05,
         launch_command=("python", "-m", "sglang.launch_server", "--model-path"),
         dynamo_module="dynamo.sglang",
         service_prefix="Sglang",

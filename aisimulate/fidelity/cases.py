@@ -19,7 +19,11 @@ from aisimulate.catalog.backends import BACKENDS
 from aisimulate.errors import UnknownNameError
 from aisimulate.fidelity.client import client_of, sglang_recv_interval, vllm_max_num_batched_tokens
 from aisimulate.fidelity.measured import MeasuredRow, RecordedWorkers
-from aisimulate.fidelity.sglang_recipes import sglang_recipe_engine, sglang_recipe_moe_a2a_backend
+from aisimulate.fidelity.sglang_recipes import (
+    sglang_recipe_engine,
+    sglang_recipe_moe_a2a_backend,
+    sglang_single_node_recipe,
+)
 from aisimulate.perf.calibration import e2e_osl_spread
 from aisimulate.replay.plan import DeploymentPlan, EngineSpec, SglangOptions
 from aisimulate.workload import LengthDistribution, SyntheticWorkload
@@ -242,6 +246,10 @@ def build_case(
         if a2a != "none":
             sglang = roles[role].sglang.model_copy(update={"moe_a2a_backend": a2a})
             roles[role] = roles[role].model_copy(update={"sglang": sglang})
+        fields, options = sglang_single_node_recipe(row, checkpoint, shape)
+        if fields:
+            sglang = roles[role].sglang.model_copy(update=options)
+            roles[role] = roles[role].model_copy(update={**fields, "sglang": sglang})
     plan = DeploymentPlan(
         mode="disagg" if row.mode == "disagg" else "agg",
         model=checkpoint,

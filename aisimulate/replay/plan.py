@@ -55,6 +55,12 @@ class SglangOptions(_Frozen):
     # --scheduler-recv-interval: a scheduler that is decoding takes new requests in only every
     # this many decode passes (after an extend pass or when idle, at once); 1 is SGLang's default.
     scheduler_recv_interval: int = Field(default=1, ge=1)
+    # --piecewise-cuda-graph-max-tokens of a release that runs extend passes in a piecewise CUDA
+    # graph by default (0.5.10 until mid-2026: its chunked-prefill size): on an MLA model on
+    # Blackwell such a pass leaves TRT-LLM's ragged prefill kernel for FlashInfer's paged-MLA
+    # path (``replay.sglang_graphs``). 0: no extend pass runs in the graph (later releases for
+    # these models).
+    piecewise_cuda_graph_max_tokens: int = Field(default=0, ge=0)
     # --moe-a2a-backend: how expert-parallel ranks exchange tokens. "deepep" (with DeepEP's
     # auto mode: low-latency for decode, normal for extend) runs the experts as DeepGEMM grouped
     # GEMMs, priced by AIConfigurator's measurements of that kernel (FP8 DeepSeek experts at the

@@ -32,6 +32,7 @@ from aisimulate.replay.engine import Rank, chunk_totals
 from aisimulate.replay.plan import EngineSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.scheduler import ceil_div
+from aisimulate.replay.sglang_graphs import GraphedMlaPrefill
 from aisimulate.replay.stamping import stamp
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ LPM_MAX_WAITING = 128  # SGLang skips longest-prefix ordering for longer queues
 
 class SglangRank(Rank):
     plans_when_starved = True  # its readiness check admits arrived KV (see Rank)
+    # What an extend pass in SGLang's piecewise CUDA graph adds on an MLA model (set by the pool
+    # builder; None: extend passes run eagerly, as priced).
+    graphed_prefill: GraphedMlaPrefill | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -125,9 +129,13 @@ class SglangRank(Rank):
             # prefill worker's first token comes with the prefill itself.
             completers = [] if self.role == "prefill" else self._completing
             done_ctx = sum(r.num_computed for r in completers)
-            return self._price(
-                *chunk_totals(batch), len(completers), done_ctx, min(done_ctx, self.capacity_tokens)
-            )
+            tokens, requests, pairs, context = chunk_totals(batch)
+            active = min(done_ctx, self.capacity_tokens)
+            ms = self._price(tokens, requests, pairs, context, len(completers), done_ctx, active)
+            graphed = self.graphed_prefill
+            if graphed is not None and (extra := graphed.extra_ms(tokens, pairs)):
+                ms = self._record(ms + extra, tokens, requests, len(completers), done_ctx)
+            return ms
         if not self.decoders:
             return 0.0
         p = self.pass_idx

@@ -28,6 +28,7 @@ from aisimulate.replay.plan import DeploymentPlan, EngineSpec, RouterSpec
 from aisimulate.replay.request import Request
 from aisimulate.replay.router import Router, make_router
 from aisimulate.replay.sglang import SglangRank
+from aisimulate.replay.sglang_graphs import GraphedMlaPrefill, graphed_mla_prefill
 from aisimulate.replay.stretch import STRETCHES, PlannedRun
 
 # The rank that runs each pass shape a backend profile names.
@@ -45,6 +46,7 @@ class ResolvedEngine:
     kv_bytes_per_token_per_gpu: float
     async_scheduling: bool = False
     eager_pass_floor_ms: float = 0.0  # see Rank.eager_pass_floor_ms
+    graphed_prefill: GraphedMlaPrefill | None = None  # see SglangRank.graphed_prefill
 
 
 def resolve_frontend_latency_ms(plan: DeploymentPlan) -> float:
@@ -137,6 +139,7 @@ def resolve_engine(
         kv_bytes_per_token_per_gpu=memory.kv_bytes_per_token_per_gpu,
         async_scheduling=async_scheduling,
         eager_pass_floor_ms=eager_pass_floor_ms(plan.backend, spec, model.num_layers),
+        graphed_prefill=graphed_mla_prefill(plan.backend, spec, model, system, role=role),
     )
 
 
@@ -388,6 +391,8 @@ class Pool:
             rank.stretch_keeps_cache = self.router.reads_cached_blocks
             rank.async_admission = engine.async_scheduling
             rank.eager_pass_floor_ms = engine.eager_pass_floor_ms
+            if isinstance(rank, SglangRank):
+                rank.graphed_prefill = engine.graphed_prefill
             if engine.async_scheduling:
                 lag = spec.first_token_lag_passes
                 rank.first_token_lag_passes = (

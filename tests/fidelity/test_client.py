@@ -1,4 +1,5 @@
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from aisimulate.fidelity.client import (
     sglang_recv_interval,
     vllm_max_num_batched_tokens,
 )
+from aisimulate.fidelity.measured import RecordedWorkers
+from aisimulate.fidelity.sglang_recipes import sglang_single_node_recipe
 
 SILICON = Path(__file__).parent / "data" / "silicon_small.csv"
 
@@ -114,3 +117,53 @@ def test_inferencex_vllm_rows_batch_the_tokens_their_recipes_launch_with(silicon
     default = build_case(replace(row, system="h100_sxm"))
     assert isinstance(default, ReplayCase)
     assert default.plan.agg.max_num_batched_tokens == 8192
+
+
+def test_inferencex_b300_deepseek_rows_run_their_recipes_budgets_and_its_release_graphs_prompts(silicon):
+    row = silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"]  # SGLang 0.5.10.post1, TP4 EP4
+    agg = build_case(row).plan.agg
+    assert (agg.kv_cache_dtype, agg.gpu_memory_utilization) == ("fp8", 0.85)
+    opts = agg.sglang
+    assert (opts.chunked_prefill_size, opts.max_prefill_tokens) == (16384, 16384)
+    assert opts.piecewise_cuda_graph_max_tokens == 16384  # up to the chunked-prefill size
+    # The FP8 recipe's budgets depend on its TP size.
+    fp8 = "deepseek-ai/DeepSeek-V3"
+    fields, options = sglang_single_node_recipe(row, fp8, RecordedWorkers(tp=4, moe_tp=4))
+    assert fields["gpu_memory_utilization"] == 0.95 and options["chunked_prefill_size"] == 8192
+    fields, options = sglang_single_node_recipe(row, fp8, RecordedWorkers(tp=8, moe_tp=8))
+    assert fields["gpu_memory_utilization"] == 0.82 and options["max_prefill_tokens"] == 32768
+    assert sglang_single_node_recipe(row, fp8, RecordedWorkers(tp=2, moe_tp=2)) == ({}, {})
+    # Other backends, modes, clients and checkpoints keep the engine's defaults.
+    assert sglang_single_node_recipe(row, "Qwen/Qwen3.5-397B-A17B", RecordedWorkers(tp=4)) == ({}, {})
+    disagg = silicon["dsr1_gb200_sglang_fp4_disagg_1024x1024_c4_cfg486"]
+    shape = RecordedWorkers(tp=4, moe_tp=4)
+    assert sglang_single_node_recipe(replace(disagg, system="b300_sxm"), fp8, shape) == ({}, {})
+    fixed = replace(row, source="Qwen_Qwen3-32B.csv")
+    assert sglang_single_node_recipe(fixed, fp8, RecordedWorkers(tp=4, moe_tp=4)) == ({}, {})
+
+
+@pytest.mark.parametrize(
+    ("version", "measured_on", "graphed"),
+    [
+        ("0.5.10.post1", date(2026, 4, 17), True),
+        ("0.5.10", date(2026, 8, 1), True),  # an old image measured late still graphs them
+        ("0.5.12", date(2026, 5, 1), True),  # a later release measured before the change
+        ("0.5.12", date(2026, 6, 20), False),  # may hold the change: not assumed
+        ("0.5.9", date(2026, 4, 17), False),  # the graph was opt-in
+        ("", date(2026, 4, 17), False),  # no recorded release
+        ("nightly-dev", date(2026, 4, 17), False),
+    ],
+)
+def test_only_releases_that_graphed_extend_passes_by_default_replay_the_graph(
+    silicon, version, measured_on, graphed
+):
+    row = replace(
+        silicon["dsr1_b300_sglang_fp4_agg_8192x1024_c16_cfg717"],
+        backend_version=version,
+        measured_on=measured_on,
+    )
+    _, options = sglang_single_node_recipe(
+        row, "nvidia/DeepSeek-V3-0324-FP4", RecordedWorkers(tp=4, moe_ep=4)
+    )
+    assert ("piecewise_cuda_graph_max_tokens" in options) is graphed
+    assert options["chunked_prefill_size"] == 16384  # the recipe's budgets either way
