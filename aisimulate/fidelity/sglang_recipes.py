@@ -1,9 +1,11 @@
-"""Engine settings InferenceX's multi-node SGLang GB200 DeepSeek runs launched with, beyond the
-split and worker counts their rows or configs give.
+"""Engine settings InferenceX's multi-node SGLang GB200 and GB300 DeepSeek runs launched with,
+beyond the split and worker counts their rows or configs give.
 
 Every launch script and recipe of those runs (Dynamo's
 ``examples/backends/sglang/slurm_jobs/scripts/gb200-fp{4,8}/disagg/*.sh`` for the December 2025
-configs, the ``recipes/gb200-fp{4,8}/{1k1k,8k1k}/*.yaml`` of NVIDIA/srt-slurm for the later ones)
+configs, the ``recipes/gb200-fp{4,8}/{1k1k,8k1k}/*.yaml`` of NVIDIA/srt-slurm for the later ones;
+for GB300, the ``recipes/gb300-fp{4,8}/...`` of srt-slurm's ``sa-submission-q2-2026`` branch that
+InferenceX's ``dsr1-fp{4,8}-gb300-dynamo-sglang`` configs launch, same image as GB200's v0.5.8)
 runs TensorRT-LLM's MLA kernels with an FP8 KV cache (``--attention-backend trtllm_mla
 --kv-cache-dtype fp8_e4m3``): half the KV bytes per token of SGLang's default (the model's
 activation dtype), so twice the tokens in the same memory. Their tensor-parallel (low-latency)
@@ -13,7 +15,9 @@ fewer sequences than the rows ran (16-32 of 2k tokens a worker). Their attention
 set 0.75-0.82, below what the default already gives them; they keep the default. Their
 attention-DP workers with experts over every GPU exchange tokens with DeepEP
 (``--moe-a2a-backend deepep``; the decode workers ``--deepep-mode low_latency``, the prefill ones
-its normal mode).
+its normal mode). (GB300's recipes were read for the KV cache, DeepEP and the attention-DP
+workers' fractions; at 277 GiB a GPU its low-latency workers hold their rows' sequences at
+either memory fraction.)
 
 The single-node B300 DeepSeek recipes (``SINGLE_NODE_RECIPES``) set the same KV format, their
 memory fraction and prefill budgets, and ran a release whose extend passes went through the
@@ -34,7 +38,7 @@ if TYPE_CHECKING:
 
 KV_CACHE_DTYPE = "fp8"  # --kv-cache-dtype fp8_e4m3
 TENSOR_PARALLEL_MEMORY_FRACTION = 0.95  # --mem-fraction-static of the low-latency workers
-SYSTEMS = frozenset({"gb200"})  # the systems whose recipes were read
+SYSTEMS = frozenset({"gb200", "gb300"})  # the systems whose recipes were read
 
 
 def sglang_recipe_engine(row: MeasuredRow, shape: RecordedWorkers) -> dict[str, object]:

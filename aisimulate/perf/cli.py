@@ -120,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="analytic: price GEMMs and catalog MoE experts from measured kernel tables (default: off)",
     )
+    latency.add_argument(
+        "--moe-a2a-backend",
+        choices=("none", "deepep"),
+        default="none",
+        help="sglang: the experts' all-to-all (deepep: DeepEP's own expert kernels, where measured)",
+    )
     latency.add_argument("--perf", default="analytic", choices=PROVIDERS)
     latency.add_argument("--perf-table", default=None, help="CSV/NPZ table for --perf table")
     return parser
@@ -188,6 +194,8 @@ def _cuda_graph_sizes(args: argparse.Namespace) -> tuple[int, ...]:
 
 def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     async_scheduling = async_scheduling_for(args.backend, args.async_scheduling, name="--async-scheduling")
+    if args.moe_a2a_backend != "none" and args.backend != "sglang":
+        raise ConfigError(f"--moe-a2a-backend is SGLang's switch, not {args.backend}'s")
     model, system, shape, estimate = _memory(args)
     perf = get_perf_model(
         args.perf,
@@ -201,6 +209,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         cuda_graph_sizes=_cuda_graph_sizes(args),
         kernel_tables=args.kernel_tables,
         table_path=args.perf_table,
+        moe_a2a_backend=args.moe_a2a_backend,
     )
     chunks = [(args.prefill_tokens, args.prefill_context)] if args.prefill_tokens else []
     decode = [args.decode_context] * args.decode_batch
@@ -226,6 +235,7 @@ def run_latency(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         "nextn": args.nextn,
         "async_scheduling": getattr(perf, "async_scheduling", None),
         "cuda_graph_sizes": list(getattr(perf, "cuda_graph_sizes", ())),
+        "moe_a2a_backend": args.moe_a2a_backend,
         "total_ms": total,
         "breakdown": breakdown,
     }

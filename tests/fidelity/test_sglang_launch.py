@@ -1,6 +1,7 @@
 """How InferenceX's SGLang GB200 runs were launched: the split their launch scripts fixed, and the
 engine settings of their recipes."""
 
+from dataclasses import replace
 from pathlib import Path
 
 from aisimulate.fidelity import build_case, read_measured
@@ -187,3 +188,26 @@ dsr1-fp8-gb200-dynamo-sglang:
     assert entry["recipe"] == "1k1k-low-latency.sh"
     (parsed,) = parse_table({"configs": [config]})
     assert parsed.shapes()[1] == WorkerShape(workers=4, tp=4, attention_dp=1, moe_tp=4, moe_ep=1)
+
+
+def test_gb300_sglang_rows_run_the_same_recipe_fields_as_gb200(tmp_path):
+    # InferenceX's GB300 SGLang configs launch srt-slurm recipes with the same flags as GB200's
+    # (trtllm_mla with an FP8 KV cache, DeepEP on the wide workers): the same engine fields.
+    path = tmp_path / "db.csv"
+    rows = [
+        _db_row("low_latency", 1024, 16, (1, 4, 4), (4, 4, 4)),
+        _db_row("max_tpt", 8192, 512, (5, 8, 8), (1, 32, 32)),
+    ]
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    for row in read_measured(path):
+        gb200, gb300 = build_case(row).plan, build_case(replace(row, system="gb300")).plan
+        assert gb300.system == "gb300"
+        for role in ("prefill", "decode"):
+            ours, theirs = getattr(gb300, role), getattr(gb200, role)
+            assert ours.kv_cache_dtype == theirs.kv_cache_dtype == KV_CACHE_DTYPE
+            assert ours.gpu_memory_utilization == theirs.gpu_memory_utilization
+            assert ours.sglang.moe_a2a_backend == theirs.sglang.moe_a2a_backend
+    # A system whose recipes were not read keeps SGLang's defaults.
+    (low, _) = read_measured(path)
+    b300 = build_case(replace(low, system="b300_sxm")).plan
+    assert (b300.decode.kv_cache_dtype, b300.decode.gpu_memory_utilization) == ("auto", None)

@@ -65,6 +65,39 @@ def test_latency_async_scheduling_switch(capsys):
     assert default["breakdown"]["overhead_ms"] < sync["breakdown"]["overhead_ms"]
 
 
+def test_latency_prices_sglang_deepep_experts_on_request(capsys):
+    # An SGLang attention-DP decode rank with DeepSeek's FP8 experts over 32 GPUs: DeepEP's own
+    # expert kernels (measured apart) against SGLang's default MoE kernel; nothing else moves.
+    argv = (
+        "latency",
+        "--model",
+        "deepseek-ai/DeepSeek-R1",
+        "--system",
+        "gb300",
+        "--backend",
+        "sglang",
+        "--attention-dp",
+        "32",
+        "--moe-ep",
+        "32",
+        "--kv-dtype",
+        "fp8",
+        "--decode-batch",
+        "16",
+        "--decode-context",
+        "2048",
+        "--json",
+    )
+    _, out, _ = run(capsys, *argv)
+    default = json.loads(out)
+    _, out, _ = run(capsys, *argv, "--moe-a2a-backend", "deepep")
+    deepep = json.loads(out)
+    assert (default["moe_a2a_backend"], deepep["moe_a2a_backend"]) == ("none", "deepep")
+    assert deepep["breakdown"]["moe_ms"] < 0.6 * default["breakdown"]["moe_ms"]
+    for part in ("gemm_ms", "attention_ms", "comm_ms", "overhead_ms"):
+        assert deepep["breakdown"][part] == default["breakdown"][part]
+
+
 def test_latency_with_polynomial_provider(capsys):
     code, out, _ = run(
         capsys,
@@ -139,6 +172,10 @@ def test_readable_tables(capsys):
                 "--async-scheduling",
             ],
             "vLLM's switch",
+        ),
+        (
+            ["latency", "--model", "qwen3-8b", "--system", "h200_sxm", "--moe-a2a-backend", "deepep"],
+            "SGLang's switch",
         ),
     ],
 )
