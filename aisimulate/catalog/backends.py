@@ -111,6 +111,16 @@ class BackendProfile:
     # B300 rows (0.5.10.post1), the only rows that ran it (docs/fidelity.md, "SGLang aggregated on
     # B300: DeepSeek's prompts in the prefill graph"). 0: no engine of the backend runs it.
     graphed_mla_attention_efficiency: float = 0.0
+    # The same host time per layer where a pipeline stage is one GPU (tensor parallel and
+    # attention DP 1: no collective in its layers). ``eager_layer_ms`` was read off workers of
+    # 2-8 GPUs (H100 TP4/TP8 aggregated, DeepSeek's DEP2-DEP4 context workers); TRT-LLM's
+    # one-GPU context workers (gb200 gpt-oss-120b, 36 layers) show no floor above their kernels:
+    # at one user a 1k prompt's whole TTFT (37.5 ms) leaves its context pass the price of its
+    # kernels (16.4 ms at the mean 922 tokens) and no more. Fitted as the largest value that
+    # leaves that pass at its kernels (the H100 TP1 aggregated rows lose least at the largest),
+    # a bound of the development rows, not a measured launch cost (docs/fidelity.md, "TRT-LLM
+    # one-GPU context workers: the eager floor").
+    eager_layer_ms_one_gpu: float = 0.0
     # Whether a worker with attention DP hands each new request to its rank holding the fewest
     # requests, whatever rank the router's pick would have been: TensorRT-LLM's PyTorch executor
     # assigns a worker's new requests across its attention-DP ranks by their active requests
@@ -271,6 +281,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         kv_send_ms=10,
         kv_send_gbps=8,
         eager_layer_ms=1.5,
+        eager_layer_ms_one_gpu=0.45,
         balances_attention_dp=True,
         blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),
         tensor_split_experts_as_expert_parallel=(("fp8_block", 512),),

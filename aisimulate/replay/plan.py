@@ -104,7 +104,8 @@ class EngineSpec(_Frozen):
     first_token_lag_passes: float | None = Field(default=None, ge=0)
     # A pass with prompt tokens that runs without CUDA graphs lasts at least this many ms per
     # decoder layer of a pipeline stage (its host launches every kernel); None: the backend's
-    # (BackendProfile.eager_layer_ms: TRT-LLM's passes with prompts), 0: no floor.
+    # (BackendProfile.eager_layer_ms, or eager_layer_ms_one_gpu on a stage of one GPU: TRT-LLM's
+    # passes with prompts), 0: no floor.
     eager_layer_ms: float | None = Field(default=None, ge=0)
     # CUDA-graph batch padding: a pass is priced at the next batch size the backend captures
     # (BackendProfile.cuda_graphs). Off by default: on the development rows it moved TPOT the

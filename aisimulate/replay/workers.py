@@ -145,10 +145,14 @@ def resolve_engine(
 
 def eager_pass_floor_ms(backend: str, spec: EngineSpec, num_layers: int) -> float:
     """The least a pass with prompt tokens lasts on one of the engine's pipeline stages when it
-    runs without CUDA graphs: its layers times the host's launch time per layer."""
+    runs without CUDA graphs: its layers times the host's time per layer, which the backend
+    gives apart for a stage of one GPU (no collective in its layers); a plan's value holds for
+    any stage."""
     per_layer = spec.eager_layer_ms
     if per_layer is None:
-        per_layer = backend_profile(backend).eager_layer_ms
+        profile = backend_profile(backend)
+        one_gpu = spec.tp * spec.attention_dp == 1
+        per_layer = profile.eager_layer_ms_one_gpu if one_gpu else profile.eager_layer_ms
     return per_layer * -(-num_layers // spec.pp)
 
 

@@ -96,3 +96,31 @@ def test_prompts_of_one_context_pass_reach_the_decode_side_one_send_after_anothe
     # Two attention-DP ranks send for themselves: two prompts each, one after the other.
     two_ranks = burst({"tp": 1, "attention_dp": 2}, serial=True)
     assert two_ranks == pytest.approx([profile.kv_handoff_ms + k * one_send_ms for k in (1, 1, 2, 2)])
+
+
+def test_a_context_rank_starts_its_next_pass_while_its_sends_queue():
+    """TensorRT-LLM's cache transceiver sends on its own thread (``CacheSender`` runs its
+    responses apart from the executor loop, which only polls them): a context rank's next pass
+    does not wait for the sends its earlier prompts queued."""
+    profile = dataclasses.replace(backend_profile("trtllm"), kv_send_ms=500.0)
+    plan = DeploymentPlan(
+        model="Qwen/Qwen3-30B-A3B",
+        system="h200_sxm",
+        backend="trtllm",
+        mode="disagg",
+        frontend_latency_ms=0,
+        prefill=EngineSpec(tp=1),
+        decode=EngineSpec(tp=1, replicas=2),
+    )
+    workload = SyntheticWorkload(isl=1024, osl=8, num_requests=2, arrival_interval_ms=1.0)
+    saved = backends.BACKEND_PROFILES["trtllm"]
+    backends.BACKEND_PROFILES["trtllm"] = profile
+    try:
+        first, second = simulate(plan, workload, perf="analytic", capture_requests=True).requests
+    finally:
+        backends.BACKEND_PROFILES["trtllm"] = saved
+    # The second prompt waits for the first one's pass only, not for its 500 ms send ...
+    assert second["first_admit_ms"] < 100
+    # ... while its own send waits for the first one's on the rank's one sender.
+    assert second["kv_transfer_ms"] > 2 * 500
+    assert first["kv_transfer_ms"] < 600
