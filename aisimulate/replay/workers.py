@@ -45,6 +45,9 @@ class ResolvedEngine:
     kv_bytes_per_token_per_gpu: float
     async_scheduling: bool = False
     eager_pass_floor_ms: float = 0.0  # see Rank.eager_pass_floor_ms
+    # Passes a first token reaches the client late under an aggregated worker's overlap scheduler
+    # (BackendProfile.overlap_first_token_lag_passes); None: no overlap scheduler replayed.
+    overlap_lag_passes: float | None = None
 
 
 def resolve_frontend_latency_ms(plan: DeploymentPlan) -> float:
@@ -98,6 +101,14 @@ def resolve_engine(
         # every replay and search candidate then gets what the fidelity benchmark replays with.
         spec = spec.model_copy(update={"nextn_accept_rates": documented_rates})
     async_scheduling = plan.async_scheduling(spec)
+    # An aggregated worker's overlap scheduler (BackendProfile.overlap_first_token_lag_passes)
+    # admits as asynchronous scheduling does; its pass pricing keeps the backend's own fit.
+    overlap_lag_passes = None
+    if role == "agg" and not async_scheduling:
+        overlap_lag_passes = backend_profile(plan.backend).overlap_first_token_lag_passes
+        if overlap_lag_passes is not None and spec.first_token_lag_passes is not None:
+            overlap_lag_passes = spec.first_token_lag_passes
+    overlap = overlap_lag_passes is not None
     # A pass hides its framework overhead behind its kernels under asynchronous scheduling, and on
     # the decode workers of a backend whose overlap scheduler runs there (its admission unchanged).
     overlapped = async_scheduling or (
@@ -136,16 +147,20 @@ def resolve_engine(
         num_gpu_blocks=blocks,
         kv_bytes_per_token_per_gpu=memory.kv_bytes_per_token_per_gpu,
         async_scheduling=async_scheduling,
-        eager_pass_floor_ms=eager_pass_floor_ms(plan.backend, spec, model.num_layers),
+        eager_pass_floor_ms=eager_pass_floor_ms(plan.backend, spec, model.num_layers, overlap=overlap),
+        overlap_lag_passes=overlap_lag_passes,
     )
 
 
-def eager_pass_floor_ms(backend: str, spec: EngineSpec, num_layers: int) -> float:
+def eager_pass_floor_ms(backend: str, spec: EngineSpec, num_layers: int, *, overlap: bool = False) -> float:
     """The least a pass with prompt tokens lasts on one of the engine's pipeline stages when it
-    runs without CUDA graphs: its layers times the host's launch time per layer."""
+    runs without CUDA graphs: its layers times the host's launch time per layer (less of it
+    shows on an aggregated worker whose overlap scheduler prepares it during the pass before)."""
     per_layer = spec.eager_layer_ms
     if per_layer is None:
-        per_layer = backend_profile(backend).eager_layer_ms
+        profile = backend_profile(backend)
+        overlapped = profile.overlap_eager_layer_ms if overlap else None
+        per_layer = profile.eager_layer_ms if overlapped is None else overlapped
     return per_layer * -(-num_layers // spec.pp)
 
 
@@ -386,9 +401,11 @@ class Pool:
         for rank in ranks:
             rank._pricers, rank._run_pricers = self.pricers, self.run_pricers
             rank.stretch_keeps_cache = self.router.reads_cached_blocks
-            rank.async_admission = engine.async_scheduling
+            rank.async_admission = engine.async_scheduling or engine.overlap_lag_passes is not None
             rank.eager_pass_floor_ms = engine.eager_pass_floor_ms
-            if engine.async_scheduling:
+            if engine.overlap_lag_passes is not None:
+                rank.first_token_lag_passes = engine.overlap_lag_passes
+            elif engine.async_scheduling:
                 lag = spec.first_token_lag_passes
                 rank.first_token_lag_passes = (
                     backend_profile(engine.backend).async_first_token_lag_passes if lag is None else lag
