@@ -121,6 +121,19 @@ class BackendProfile:
     # a bound of the development rows, not a measured launch cost (docs/fidelity.md, "TRT-LLM
     # one-GPU context workers: the eager floor").
     eager_layer_ms_one_gpu: float = 0.0
+    # An overlap scheduler on aggregated workers (TRT-LLM's PyTorch executor, on unless
+    # ``disable_overlap_scheduler``; AIConfigurator's generator and the recipes leave it on there
+    # and turn it off on context workers): the host schedules and launches pass n + 1 while the
+    # GPU runs pass n, so a request arriving during pass n joins pass n + 2 (the replay's
+    # asynchronous admission), and pass n's tokens are handed out once pass n + 1 is launched: a
+    # first token reaches the client this many passes (of the pass that computed it) after that
+    # pass ends. None: no overlap scheduler on aggregated workers. Fitted, with the floor below,
+    # on the development split's H100 TRT-LLM aggregated rows over 0, 0.5 and 1 (docs/fidelity.md,
+    # "TRT-LLM aggregated: the overlap scheduler and the launch's token budget").
+    overlap_first_token_lag_passes: float | None = None
+    # ``eager_layer_ms`` on such an overlapped aggregated worker: the host prepares an eager pass
+    # while the GPU still runs the one before, so less of its launch time shows. None: as others.
+    overlap_eager_layer_ms: float | None = None
     # Whether a worker with attention DP hands each new request to its rank holding the fewest
     # requests, whatever rank the router's pick would have been: TensorRT-LLM's PyTorch executor
     # assigns a worker's new requests across its attention-DP ranks by their active requests
@@ -282,6 +295,8 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         kv_send_gbps=8,
         eager_layer_ms=1.5,
         eager_layer_ms_one_gpu=0.45,
+        overlap_first_token_lag_passes=0.5,
+        overlap_eager_layer_ms=0.75,
         balances_attention_dp=True,
         blackwell_expert_kernels=(("mxfp4", "mxfp4_mxfp8"),),
         tensor_split_experts_as_expert_parallel=(("fp8_block", 512),),

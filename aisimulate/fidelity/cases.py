@@ -17,7 +17,12 @@ from datetime import date
 from aisimulate.catalog import ModelSpec, get_model, get_system, list_models
 from aisimulate.catalog.backends import BACKENDS
 from aisimulate.errors import UnknownNameError
-from aisimulate.fidelity.client import client_of, sglang_recv_interval, vllm_max_num_batched_tokens
+from aisimulate.fidelity.client import (
+    client_of,
+    sglang_recv_interval,
+    trtllm_agg_launch,
+    vllm_max_num_batched_tokens,
+)
 from aisimulate.fidelity.measured import MeasuredRow, RecordedWorkers
 from aisimulate.fidelity.sglang_recipes import (
     sglang_recipe_engine,
@@ -241,6 +246,7 @@ def build_case(
             max_num_seqs=_max_num_seqs(row, shape),
             **limits,
             **sglang_recipe_engine(row, shape),
+            **trtllm_agg_launch(row, -(-row.concurrency // (shape.workers * shape.attn_dp))),
         )
         a2a = sglang_recipe_moe_a2a_backend(row, shape)
         if a2a != "none":

@@ -119,6 +119,27 @@ def vllm_max_num_batched_tokens(row: MeasuredRow, checkpoint: str) -> int | None
     return None if per_isl is None else per_isl * row.isl
 
 
+# AIConfigurator's gap-analysis runs (``source_file=.../aic-auto-gap-analysis/...``) deploy what
+# AIConfigurator's generator writes. Its TensorRT-LLM engine templates
+# (``generator/config/backend_templates/trtllm/extra_engine_args.<version>.yaml.j2``, 1.0.0rc3
+# on) leave ``enable_chunked_prefill`` false, and its rules (``generator/rule_plugin/trtllm.rule``)
+# size an aggregated worker's ``max_num_tokens`` as its max_batch_size + ISL + 1500: a pass holds
+# its decode tokens and whole prompts up to that, so one or two prompts prefill together.
+AIC_GAP_ANALYSIS_SOURCE = "aic-auto-gap-analysis"
+AIC_TRTLLM_AGG_TOKENS_OVER_ISL = 1500
+
+
+def trtllm_agg_launch(row: MeasuredRow, max_batch_size: int) -> dict[str, int | bool]:
+    """The scheduling limits AIConfigurator's generator launched an aggregated TensorRT-LLM
+    worker of ``max_batch_size`` sequences with, for its gap-analysis rows; empty for others."""
+    if row.backend != "trtllm" or row.mode != "agg" or AIC_GAP_ANALYSIS_SOURCE not in row.source:
+        return {}
+    return {
+        "enable_chunked_prefill": False,
+        "max_num_batched_tokens": max_batch_size + row.isl + AIC_TRTLLM_AGG_TOKENS_OVER_ISL,
+    }
+
+
 def client_of(row: MeasuredRow) -> Client:
     """The client that measured ``row``, from its recorded source."""
     source = row.source.strip()

@@ -47,6 +47,9 @@ class ResolvedEngine:
     async_scheduling: bool = False
     eager_pass_floor_ms: float = 0.0  # see Rank.eager_pass_floor_ms
     graphed_prefill: GraphedMlaPrefill | None = None  # see SglangRank.graphed_prefill
+    # Passes a first token reaches the client late under an aggregated worker's overlap scheduler
+    # (BackendProfile.overlap_first_token_lag_passes); None: no overlap scheduler replayed.
+    overlap_lag_passes: float | None = None
 
 
 def resolve_frontend_latency_ms(plan: DeploymentPlan) -> float:
@@ -100,6 +103,14 @@ def resolve_engine(
         # every replay and search candidate then gets what the fidelity benchmark replays with.
         spec = spec.model_copy(update={"nextn_accept_rates": documented_rates})
     async_scheduling = plan.async_scheduling(spec)
+    # An aggregated worker's overlap scheduler (BackendProfile.overlap_first_token_lag_passes)
+    # admits as asynchronous scheduling does; its pass pricing keeps the backend's own fit.
+    overlap_lag_passes = None
+    if role == "agg" and not async_scheduling:
+        overlap_lag_passes = backend_profile(plan.backend).overlap_first_token_lag_passes
+        if overlap_lag_passes is not None and spec.first_token_lag_passes is not None:
+            overlap_lag_passes = spec.first_token_lag_passes
+    overlap = overlap_lag_passes is not None
     # A pass hides its framework overhead behind its kernels under asynchronous scheduling, and on
     # the decode workers of a backend whose overlap scheduler runs there (its admission unchanged).
     overlapped = async_scheduling or (
@@ -138,21 +149,25 @@ def resolve_engine(
         num_gpu_blocks=blocks,
         kv_bytes_per_token_per_gpu=memory.kv_bytes_per_token_per_gpu,
         async_scheduling=async_scheduling,
-        eager_pass_floor_ms=eager_pass_floor_ms(plan.backend, spec, model.num_layers),
+        eager_pass_floor_ms=eager_pass_floor_ms(plan.backend, spec, model.num_layers, overlap=overlap),
         graphed_prefill=graphed_mla_prefill(plan.backend, spec, model, system, role=role),
+        overlap_lag_passes=overlap_lag_passes,
     )
 
 
-def eager_pass_floor_ms(backend: str, spec: EngineSpec, num_layers: int) -> float:
+def eager_pass_floor_ms(backend: str, spec: EngineSpec, num_layers: int, *, overlap: bool = False) -> float:
     """The least a pass with prompt tokens lasts on one of the engine's pipeline stages when it
-    runs without CUDA graphs: its layers times the host's time per layer, which the backend
-    gives apart for a stage of one GPU (no collective in its layers); a plan's value holds for
-    any stage."""
+    runs without CUDA graphs: its layers times the host's launch time per layer. Less of it shows
+    on an aggregated worker whose overlap scheduler prepares the pass during the one before, and
+    the backend gives a stage of one GPU (no collective in its layers) its own bound; a plan's
+    value holds for any stage."""
     per_layer = spec.eager_layer_ms
     if per_layer is None:
         profile = backend_profile(backend)
-        one_gpu = spec.tp * spec.attention_dp == 1
-        per_layer = profile.eager_layer_ms_one_gpu if one_gpu else profile.eager_layer_ms
+        overlapped = profile.overlap_eager_layer_ms if overlap else None
+        per_layer = profile.eager_layer_ms if overlapped is None else overlapped
+        if spec.tp * spec.attention_dp == 1:
+            per_layer = min(per_layer, profile.eager_layer_ms_one_gpu)
     return per_layer * -(-num_layers // spec.pp)
 
 
@@ -393,11 +408,13 @@ class Pool:
         for rank in ranks:
             rank._pricers, rank._run_pricers = self.pricers, self.run_pricers
             rank.stretch_keeps_cache = self.router.reads_cached_blocks
-            rank.async_admission = engine.async_scheduling
+            rank.async_admission = engine.async_scheduling or engine.overlap_lag_passes is not None
             rank.eager_pass_floor_ms = engine.eager_pass_floor_ms
             if isinstance(rank, SglangRank):
                 rank.graphed_prefill = engine.graphed_prefill
-            if engine.async_scheduling:
+            if engine.overlap_lag_passes is not None:
+                rank.first_token_lag_passes = engine.overlap_lag_passes
+            elif engine.async_scheduling:
                 lag = spec.first_token_lag_passes
                 rank.first_token_lag_passes = (
                     backend_profile(engine.backend).async_first_token_lag_passes if lag is None else lag

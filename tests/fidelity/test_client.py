@@ -10,6 +10,7 @@ from aisimulate.fidelity.client import (
     INFERENCEX,
     client_of,
     sglang_recv_interval,
+    trtllm_agg_launch,
     vllm_max_num_batched_tokens,
 )
 from aisimulate.fidelity.measured import RecordedWorkers
@@ -167,3 +168,25 @@ def test_only_releases_that_graphed_extend_passes_by_default_replay_the_graph(
     )
     assert ("piecewise_cuda_graph_max_tokens" in options) is graphed
     assert options["chunked_prefill_size"] == 16384  # the recipe's budgets either way
+def test_gap_analysis_trtllm_rows_launch_with_aiconfigurators_token_budget_and_no_chunking(silicon):
+    """AIConfigurator's generator: max_num_tokens = max_batch_size + ISL + 1500, chunked prefill
+    off, on the aggregated TensorRT-LLM workers of its gap-analysis runs; the batch is the users
+    each worker holds."""
+    row = silicon["qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"]
+    assert trtllm_agg_launch(row, 8) == {"enable_chunked_prefill": False, "max_num_batched_tokens": 2532}
+    case = build_case(row)
+    assert isinstance(case, ReplayCase)
+    assert case.plan.agg.max_num_batched_tokens == 8 + 1024 + 1500
+    assert case.plan.agg.enable_chunked_prefill is False
+    two = silicon["qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c8_tp2_epnone_4"]
+    assert two.workers == 2
+    shared = build_case(two)
+    assert isinstance(shared, ReplayCase)
+    assert shared.plan.agg.max_num_batched_tokens == 4 + 2000 + 1500  # 8 users over 2 workers
+    # Other sources, modes and backends keep the engine's defaults.
+    assert trtllm_agg_launch(replace(row, source="Qwen_Qwen3-32B.csv"), 8) == {}
+    assert trtllm_agg_launch(replace(row, backend="vllm"), 8) == {}
+    assert trtllm_agg_launch(replace(row, mode="disagg"), 8) == {}
+    other = build_case(replace(row, source="Qwen_Qwen3-32B.csv"))
+    assert isinstance(other, ReplayCase)
+    assert other.plan.agg.max_num_batched_tokens == 8192 and other.plan.agg.enable_chunked_prefill

@@ -26,15 +26,15 @@ def test_headline_numbers_count_every_request_as_the_load_generator_does(llama):
 def test_steady_state_drops_the_edges(llama):
     # Equal lengths keep 3 users in lock-step waves; of 100 requests the last one runs alone
     # and prefills faster than a wave of 3. The steady state drops it, the headline keeps it.
-    # (TP2: a stage of several GPUs, under the eager floor this case was written for.)
-    p = predict(build_case(replace(llama, concurrency=3, tp=2)))
+    # (SGLang prefills every waiting prompt at once; TRT-LLM's overlap scheduler splits waves.)
+    p = predict(build_case(replace(llama, concurrency=3, backend="sglang")))
     assert p.steady_ttft_ms > p.ttft_ms
 
 
 def test_one_user_has_no_edges(llama):
     p = predict(build_case(replace(llama, concurrency=1)))
     assert p.steady_ttft_ms == pytest.approx(p.ttft_ms)
-    assert p.steady_tpot_ms == pytest.approx(p.tpot_ms)
+    assert p.steady_tpot_ms == pytest.approx(p.tpot_ms, rel=1e-5)  # a lagged first token's rounding
 
 
 def test_a_shape_that_cannot_run_is_skipped_not_raised(llama):

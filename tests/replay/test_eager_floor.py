@@ -24,7 +24,8 @@ def test_only_trtllm_runs_passes_with_prompts_eagerly():
 
 
 def test_a_short_prompt_takes_the_eager_floor_and_its_decode_passes_do_not():
-    per_layer = backend_profile("trtllm").eager_layer_ms
+    # An aggregated worker runs TRT-LLM's overlap scheduler: its floor is the overlapped one.
+    per_layer = backend_profile("trtllm").overlap_eager_layer_ms
     graphed = _summary(eager_layer_ms=0)
     eager = _summary()  # the backend's default
     # A 64-token prompt alone costs the GPU far less than launching 32 layers from the host.
