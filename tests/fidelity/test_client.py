@@ -168,6 +168,8 @@ def test_only_releases_that_graphed_extend_passes_by_default_replay_the_graph(
     )
     assert ("piecewise_cuda_graph_max_tokens" in options) is graphed
     assert options["chunked_prefill_size"] == 16384  # the recipe's budgets either way
+
+
 def test_gap_analysis_trtllm_rows_launch_with_aiconfigurators_token_budget_and_no_chunking(silicon):
     """AIConfigurator's generator: max_num_tokens = max_batch_size + ISL + 1500, chunked prefill
     off, on the aggregated TensorRT-LLM workers of its gap-analysis runs; the batch is the users

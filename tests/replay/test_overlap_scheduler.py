@@ -58,18 +58,23 @@ def test_a_request_arriving_mid_pass_joins_the_pass_after_next_on_trtllm_only():
 
 
 def test_an_eager_pass_shows_less_launch_time_on_an_overlapped_worker_only():
-    spec = EngineSpec()
+    spec = EngineSpec(tp=2)  # a stage of several GPUs; one GPU has its own, lower bound
     assert eager_pass_floor_ms("trtllm", spec, 61, overlap=True) == pytest.approx(
         TRTLLM.overlap_eager_layer_ms * 61
     )
     assert eager_pass_floor_ms("trtllm", spec, 61) == pytest.approx(TRTLLM.eager_layer_ms * 61)
+    one_gpu = EngineSpec()
+    assert eager_pass_floor_ms("trtllm", one_gpu, 61, overlap=True) == pytest.approx(
+        min(TRTLLM.overlap_eager_layer_ms, TRTLLM.eager_layer_ms_one_gpu) * 61
+    )
     # A floor the plan sets holds on every worker.
     assert eager_pass_floor_ms("trtllm", EngineSpec(eager_layer_ms=2.0), 61, overlap=True) == 122.0
 
 
 def test_disaggregated_context_workers_keep_the_full_floor_and_no_lag():
     """A context worker runs without the overlap scheduler (the recipes turn it off there): its
-    lone short prompt replays as with the full floor and no lag set outright."""
+    lone short prompt replays as with the full floor and no lag set outright (TP2: a stage of
+    several GPUs, whose floor is the full one)."""
 
     def ttft(**prefill):
         plan = DeploymentPlan(
@@ -77,7 +82,7 @@ def test_disaggregated_context_workers_keep_the_full_floor_and_no_lag():
             system="h200_sxm",
             backend="trtllm",
             mode="disagg",
-            prefill=EngineSpec(num_gpu_blocks=4096, **prefill),
+            prefill=EngineSpec(num_gpu_blocks=4096, tp=2, **prefill),
             decode=EngineSpec(num_gpu_blocks=4096),
             frontend_latency_ms=0,
         )
