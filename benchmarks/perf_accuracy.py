@@ -10,9 +10,12 @@ out); the GEMM tables (the sampled shapes are off the tables' nodes); a MoE shap
 curve, an all-reduce or all-to-all table, with this very point left out; an attention or MLA
 table without the point's width node. Two columns per system: the analytic model with its
 measured kernel tables off (the default: fits, and the MoE curves of DeepSeek-V3/R1 and gpt-oss)
-and on (``kernel_tables``: GEMM, all-reduce, all-to-all, attention and MLA tables, every catalog
-MoE shape's curve). Prints a table and one JSON summary line (median |error| per family and system, tables
-on; ``above_5pct`` lists the misses).
+and on (``kernel_tables``: GEMM, all-reduce, all-to-all, attention, MLA and MoE tables; the MoE
+tables hold every expert shape, format and split the database measured, each backend's own
+kernels, so a point is priced by its own shape's table without its token count). MoE is
+reported for the catalog's expert shapes and the others, and by weight format and split. Prints
+a table and one JSON summary line (median |error| per family and system, tables on;
+``above_5pct`` lists the misses).
 
 The weight formats with GEMM fits of their own (``fp8_block``, ``nvfp4``) are also judged on the
 very shapes they were fitted on (``--fitted``), one shape left out at a time: each shape is priced
@@ -42,6 +45,7 @@ from aisimulate.perf.kernel_tables import (
     gemm_tables_for,
 )
 from aisimulate.perf.kernels import GemmFit, MeasuredCurve
+from aisimulate.perf.moe_tables import moe_curves
 from aisimulate.perf.points import (
     DATABASE_SYSTEMS,
     Point,
@@ -73,7 +77,7 @@ def moe_left_out(point: Point, kernel_tables: bool) -> float | None:
         *(_i(point, c) for c in ("hidden", "inter", "topk", "num_experts", "moe_tp", "moe_ep")),
         moe_a2a(point.row),
     )
-    curves = {**cal.moe_curves, **cal.catalog_moe_curves} if kernel_tables else cal.moe_curves
+    curves = moe_curves(cal, point.system, point.backend, kernel_tables)
     if key not in curves:
         return None
     tokens, per_layer_ms = curves[key]
@@ -165,20 +169,24 @@ def gemm_format_loso(points: list[Point]) -> dict[tuple[str, str], dict[str, lis
     return out
 
 
-def family_of(point: Point) -> str:
+def families_of(point: Point) -> tuple[str, ...]:
     """GEMMs by weight format; MoE apart for the catalog models' expert shapes (``curve``: what
-    served models run) and the other shapes the database measured."""
+    served models run) and the other shapes the database measured, and again by weight format
+    and split (one GPU, tensor-split, expert-parallel, both)."""
     if point.family == "gemm":
-        return f"gemm/{point.dtype}"
+        return (f"gemm/{point.dtype}",)
     if point.family == "moe":
-        return "moe/catalog" if point.row.get("curve") == "1" else "moe/other"
-    return point.family
+        tp, ep = _i(point, "moe_tp"), _i(point, "moe_ep")
+        split = "1gpu" if tp * ep == 1 else "tp" if ep == 1 else "ep" if tp == 1 else "tpxep"
+        shapes = "moe/catalog" if point.row.get("curve") == "1" else "moe/other"
+        return shapes, f"moe/{point.dtype} {split}"
+    return (point.family,)
 
 
 def errors(points: list[Point]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """|predicted / measured - 1| by (family, system), with the analytic model's measured kernel
     tables off (``off``: fits, DeepSeek's and gpt-oss's MoE curves) and on (``on``: GEMM tables,
-    every catalog MoE shape's curve)."""
+    the MoE tables)."""
     out: dict[tuple[str, str], dict[str, list[float]]] = {}
     for point in points:
         fitted = float(predict(point, calibrated_fit(point)))
@@ -192,9 +200,10 @@ def errors(points: list[Point]) -> dict[tuple[str, str], dict[str, list[float]]]
             on = collective_left_out(point) or fitted
         elif point.family in ("context_attention", "generation_attention", "context_mla", "generation_mla"):
             on = attention_left_out(point) or fitted
-        cell = out.setdefault((family_of(point), point.system), {"off": [], "on": []})
-        cell["off"].append(abs(off / point.measured_ms - 1.0))
-        cell["on"].append(abs(on / point.measured_ms - 1.0))
+        for family in families_of(point):
+            cell = out.setdefault((family, point.system), {"off": [], "on": []})
+            cell["off"].append(abs(off / point.measured_ms - 1.0))
+            cell["on"].append(abs(on / point.measured_ms - 1.0))
     return out
 
 

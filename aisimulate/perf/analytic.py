@@ -85,6 +85,7 @@ from aisimulate.perf.model import (
     batch_args,
     time_ms_pricer,
 )
+from aisimulate.perf.moe_tables import moe_curves
 from aisimulate.perf.shape import ParallelShape, check_shape, kv_heads_per_rank
 
 _NO_COMM = Collective(0.0, 0.0)
@@ -389,7 +390,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         moe_tp, moe_ep = self.shape.expert_split
         profile = backend_profile(self.backend)
         dtype = profile.expert_kernel_format(m.linear_dtype(expert=True), self.system.sm_version)
-        curves = {**cal.moe_curves, **cal.catalog_moe_curves} if self.kernel_tables else cal.moe_curves
+        curves = moe_curves(cal, self.system.name, self.backend, self.kernel_tables)
         geometry = (m.hidden_size, m.moe_intermediate_size, m.experts_per_token, m.num_experts)
         curve = curves.get(moe_curve_key(dtype, *geometry, moe_tp, moe_ep))
         if self.moe_a2a_backend != "none" and moe_ep > 1:

@@ -147,7 +147,8 @@ def test_catalog_moe_curves_price_the_experts_only_with_kernel_tables_on():
     decode = BatchShape(decode_requests=16, decode_context_tokens=16 * 1024)
     on = AnalyticPerfModel(model, get_system("b300_sxm"), shape, kernel_tables=True)
     off = AnalyticPerfModel(model, get_system("b300_sxm"), shape)
-    assert on.explain(decode).moe_ms == pytest.approx(model.num_moe_layers * measured, rel=1e-9)
+    # The table codes latencies in 0.35% steps.
+    assert on.explain(decode).moe_ms == pytest.approx(model.num_moe_layers * measured, rel=0.004)
     assert off.explain(decode).moe_ms != pytest.approx(on.explain(decode).moe_ms, rel=1e-3)
 
 

@@ -56,7 +56,7 @@ def test_the_borrowed_curve_is_well_below_the_bf16_fit_at_a_decode_batch():
 def test_measured_kernel_tables_keep_the_shapes_own_curve():
     # With the kernel-tables switch the exact shape's measurement (CUTLASS at 384) wins.
     expected = KIMI.num_moe_layers * _measured_ms("moe_torch_flow_cutlass", 384, 8)
-    assert _moe_ms(8, kernel_tables=True) == pytest.approx(expected)
+    assert _moe_ms(8, kernel_tables=True) == pytest.approx(expected, rel=0.004)  # the table's coding
 
 
 def test_the_nearest_expert_count_by_ratio_is_borrowed():
