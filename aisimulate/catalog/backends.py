@@ -187,6 +187,12 @@ class BackendProfile:
     # where the platform has one, DeepEP only under ``TRTLLM_CAN_USE_DEEP_EP=1`` (default "0"),
     # and else all-gather and reduce-scatter, every GPU receiving every other rank's tokens.
     experts_alltoall_needs_nvlink: bool = False
+    # Whether the engine's in-node all-reduce kernel also does the residual add and RMSNorm that
+    # follow it, which an all-reduce over GPUs of several nodes (NCCL) then runs as a kernel of
+    # its own: TensorRT-LLM's all-reduce op (``allreduceOp.cpp``, 1.0-1.2) fuses them into its
+    # one-shot/two-shot kernels and, on its NCCL path, calls ``fallbackRunSubsequentOps``
+    # (``residualRmsNorm``, then any quantisation) after ``ncclAllReduce``.
+    allreduce_fuses_norm: bool = False
     # Launching it: the standalone command before the model, Dynamo's worker module and service
     # name prefix, the flag that caps the context length, and the flag a prefill worker adds.
     launch_command: tuple[str, ...]
@@ -303,6 +309,7 @@ BACKEND_PROFILES: dict[str, BackendProfile] = {
         decode_workers_overlap_overhead=True,
         expert_comm_follows_group_sum=True,
         experts_alltoall_needs_nvlink=True,
+        allreduce_fuses_norm=True,
         launch_command=("trtllm-serve",),
         dynamo_module="dynamo.trtllm",
         service_prefix="Trtllm",

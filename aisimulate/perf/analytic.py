@@ -70,6 +70,7 @@ from aisimulate.perf.kernels import (
     mla_context_math,
     moe_block,
     sparse_attention,
+    unfused_norm,
 )
 from aisimulate.perf.memory import (
     attention_params_per_rank,
@@ -122,6 +123,7 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         self._dp = shape.attention_dp
         self._comm_follows_sum = backend_profile(backend).expert_comm_follows_group_sum
         self._alltoall_needs_nvlink = backend_profile(backend).experts_alltoall_needs_nvlink
+        self._allreduce_fuses_norm = backend_profile(backend).allreduce_fuses_norm
         # Measured kernel tables: GEMM tables for the linear layers, the catalog's MoE curves for
         # the experts (None: ``KERNEL_TABLES_BY_DEFAULT``).
         self.kernel_tables = KERNEL_TABLES_BY_DEFAULT if kernel_tables is None else kernel_tables
@@ -517,6 +519,17 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
         else:
             moe_comm = _NO_COMM
         tp_comm = self._ring_all_reduce(cal, tp_count, tp, token_bytes)
+        if self._allreduce_fuses_norm and tp > self.system.nvlink_domain:
+            # Across nodes the all-reduce is NCCL's, and the residual add and RMSNorm the
+            # engine's own kernel fuses into it run after it as a kernel of their own.
+            norm = unfused_norm(
+                count=tp_count,
+                bytes_per_token=token_bytes,
+                hbm_gbps=self.system.hbm_gbps,
+                hbm_efficiency=self.system.hbm_efficiency,
+                latency_ms=self.system.mem_latency_us / 1000,
+            )
+            tp_comm = Collective(tp_comm.per_token_ms + norm.per_token_ms, tp_comm.fixed_ms + norm.fixed_ms)
         # QK norm over all heads: one all-reduce a layer of each token's fp32 q and k variances
         # (vLLM's `MiniMaxText01RMSNormTP.forward_qk`); latency-bound at any batch.
         norm_count = m.num_layers if tp > 1 and m.qk_norm_across_heads else 0

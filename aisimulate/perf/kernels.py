@@ -760,6 +760,22 @@ def all_reduce(
     return _collective(count, wire, gbps, fit, latency_ms)
 
 
+def unfused_norm(
+    *, count: float, bytes_per_token: float, hbm_gbps: float, hbm_efficiency: float, latency_ms: float
+) -> Collective:
+    """The residual add and RMSNorm that an engine's in-node all-reduce kernel does in the same
+    launch, run as a kernel of their own after each of ``count`` NCCL all-reduces a pass: one
+    memory-bound launch (``latency_ms``, the chip's fixed kernel latency) reading the reduced
+    output and the residual and writing the new residual and the normed activations, four
+    activations a token of ``bytes_per_token`` each, at the chip's effective HBM rate."""
+    if count == 0:
+        return Collective(0.0, 0.0)
+    return Collective(
+        per_token_ms=count * 4 * bytes_per_token / bytes_per_ms(hbm_gbps * hbm_efficiency),
+        fixed_ms=count * latency_ms,
+    )
+
+
 def all_to_all(
     *,
     count: float,

@@ -359,3 +359,37 @@ def test_trtllm_gathers_the_experts_tokens_where_it_has_no_all_to_all():
         model, get_system("h100_sxm"), ParallelShape(tp=1, attention_dp=16, moe_ep=16), backend="sglang"
     )
     assert not sglang._alltoall_needs_nvlink
+
+
+def test_trtllm_runs_the_norm_its_all_reduce_fuses_after_nccl_across_nodes():
+    """TensorRT-LLM's own all-reduce kernel does the residual add and RMSNorm; across nodes it
+    falls back to NCCL and runs them as a kernel of their own (``fallbackRunSubsequentOps``):
+    TEP16 over two H100 nodes pays one memory-bound launch a TP all-reduce (2 a layer), TP8 inside
+    a node and the backends whose all-reduce fuses nothing do not."""
+    model = get_model("deepseek-ai/DeepSeek-R1")
+    h100 = get_system("h100_sxm")
+
+    def tp_comm(backend, tp, fuses=None):
+        pm = AnalyticPerfModel(model, h100, ParallelShape(tp=tp, moe_ep=tp), backend=backend)
+        if fuses is not None:
+            pm._allreduce_fuses_norm = fuses
+        return pm._build_comm(pm.calibration)[0]
+
+    fused, plain = tp_comm("trtllm", 16), tp_comm("trtllm", 16, fuses=False)
+    launches = 2 * model.num_layers
+    assert fused.fixed_ms - plain.fixed_ms == pytest.approx(launches * h100.mem_latency_us / 1000)
+    norm_bytes = 4 * model.hidden_size * 2.0
+    assert fused.per_token_ms - plain.per_token_ms == pytest.approx(
+        launches * norm_bytes / (h100.hbm_gbps * h100.hbm_efficiency * 1e6)
+    )
+    assert tp_comm("trtllm", 8) == tp_comm("trtllm", 8, fuses=False)
+    assert tp_comm("sglang", 16) == tp_comm("sglang", 16, fuses=False)
+    # The whole pass: a TEP16 decode step at one request pays it too.
+    pm = AnalyticPerfModel(model, h100, ParallelShape(tp=16, moe_ep=16), backend="trtllm")
+    before = pm.explain(decode(1, 1500)).comm_ms
+    pm._allreduce_fuses_norm = False
+    pm._comm = pm._build_comm(pm.calibration)[0]
+    pm._bind_scalar()
+    assert before - pm.explain(decode(1, 1500)).comm_ms == pytest.approx(
+        launches * (h100.mem_latency_us / 1000 + norm_bytes / (h100.hbm_gbps * h100.hbm_efficiency * 1e6))
+    )

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from aisimulate.perf.kernels import (
     AttentionFit,
+    Collective,
     CollectiveFit,
     GemmFit,
     MeasuredCurve,
@@ -18,6 +19,7 @@ from aisimulate.perf.kernels import (
     gemm_roofline,
     generation_attention,
     moe_block,
+    unfused_norm,
 )
 
 GEMM = gemm_roofline(
@@ -148,6 +150,16 @@ def test_an_all_reduce_across_nodes_pays_nccls_latency_not_the_custom_kernels():
     # The all-to-all keeps its own fit's latency.
     plain = all_to_all(num_gpus=16, network=H100_NETWORK, **args)
     assert all_to_all(num_gpus=16, network=nccl, **args) == plain
+
+
+def test_an_unfused_norm_is_one_memory_bound_launch_a_call():
+    # Four activations a token (reduced output and residual in, residual and normed out) at the
+    # effective HBM rate, plus one kernel latency an all-reduce it follows.
+    h100 = dict(bytes_per_token=14336, hbm_gbps=3350, hbm_efficiency=0.8, latency_ms=0.003)
+    norm = unfused_norm(count=122, **h100)
+    assert norm.fixed_ms == pytest.approx(122 * 0.003)
+    assert norm.per_token_ms == pytest.approx(122 * 4 * 14336 / (3350e6 * 0.8))
+    assert unfused_norm(count=0, **h100) == Collective(0.0, 0.0)
 
 
 def test_an_all_to_all_across_nodes_crosses_the_network_once():
