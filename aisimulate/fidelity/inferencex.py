@@ -123,6 +123,9 @@ class Entry:
     commit: str = ""  # the version of InferenceX's config the entry is from
     users_per_decode_worker: bool = False  # the client ran each listed concurrency per decode worker
     repository: str = ""  # where the entry is from (InferenceX's file, or RECIPES_REPOSITORY)
+    # (concurrency, decode max_batch_size) of the per-concurrency recipes an srt-slurm ``allconc``
+    # recipe merges, as its comment records them; empty where it merges none.
+    batch_at: tuple[tuple[int, int], ...] = ()
 
     def exports_to(self, prefill: tuple[int, ...], decode: tuple[int, ...]) -> bool:
         """Whether a row recording these (tp, pp, attention DP, moe_tp, moe_ep) per role is this
@@ -142,6 +145,20 @@ class Entry:
         """Whether the client ran ``users`` concurrent requests against this entry."""
         scale = self.decode.workers if self.users_per_decode_worker else 1
         return any(users == c * scale for c in self.concurrency)
+
+    def decode_batch(self, users: int) -> int | None:
+        """The decode ``max_batch_size`` per rank the run at ``users`` had: the per-concurrency
+        recipe's an ``allconc`` recipe merges for that concurrency, else the recipe name's.
+
+        The 2026-03-25 export's GLM-5 rows ran the merged recipes' batches, not the merged cap:
+        users x decode time / (TTFT + decode time), the sequences decoding at once by Little's
+        law, is 10.1, 20.3 and 39.8 at 15, 30 and 50 users on five TEP4 workers (batch 2, 4, 8)
+        and 128.5, 256.0 and 503.9 at 180, 360 and 616 on four TEP8 (batch 32, 64, 128), where
+        the ``allconc`` caps of 40 and 512 would leave no one waiting below 50 and 616 users."""
+        merged = dict(self.batch_at)
+        if users in merged:
+            return merged[users]
+        return recipe_max_batch(self.recipe)
 
     @property
     def script_launched(self) -> bool:
@@ -406,6 +423,7 @@ def parse_table(table: dict) -> tuple[Entry, ...]:
                     commit=config.get("commit", ""),
                     users_per_decode_worker=bool(config.get("users_per_decode_worker", False)),
                     repository=config.get("repository", ""),
+                    batch_at=tuple((int(c), int(b)) for c, b in raw.get("batch_at", ())),
                 )
             )
     return tuple(entries)
@@ -482,7 +500,7 @@ def resolve(
         decode=decode_shape,
         nextn=entry.mtp_draft_tokens or 0,
         source=entry.provenance + said,
-        decode_max_batch=recipe_max_batch(entry.recipe),
+        decode_max_batch=entry.decode_batch(concurrency),
     )
 
 
@@ -568,7 +586,7 @@ def recorded_max_batch(
         for e in _db_run_entries(run, concurrency, image, entries)
         if e.spec_decoding == "none" and e.shapes() == (prefill, decode)
     ]
-    batches = {recipe_max_batch(e.recipe) for e in found}
+    batches = {e.decode_batch(concurrency) for e in found}
     if len(batches) != 1 or None in batches:
         return None
     entry = found[0]

@@ -873,6 +873,25 @@ def test_an_srt_slurm_recipe_becomes_a_config_with_its_repository_commit_and_pat
     assert table["source"]["versions"][1] == {"repository": "NVIDIA/srt-slurm", "commit": "abc123"}
 
 
+def test_an_allconc_recipe_records_the_batch_each_merged_concurrency_ran_at():
+    merged = GLM5_RECIPE.replace(
+        'name: "glm5', '# Merged concurrencies: batch1(4), batch32(180), batch64(360)\nname: "glm5'
+    )
+    (entry,) = _extractor().extract_recipe(merged, GLM5_PATH, "a")["entries"]
+    assert entry["batch_at"] == [[4, 1], [180, 32], [360, 64]]
+    (plain,) = _extractor().extract_recipe(GLM5_RECIPE, GLM5_PATH, "a")["entries"]
+    assert "batch_at" not in plain
+
+
+def test_a_merged_concurrency_runs_at_its_own_decode_batch_others_at_the_recipe_names():
+    raw = _entry(
+        [4, 180, 616], (1, 4, 4, True), (4, 8, 8, False), recipe="ctx1dep4_gen4tep8_batch128_allconc.yaml"
+    )
+    config = TABLE["configs"][0] | {"entries": [raw | {"batch_at": [[4, 1], [180, 32]]}]}
+    (entry,) = parse_table({"configs": [config]})
+    assert [entry.decode_batch(u) for u in (4, 180, 616)] == [1, 32, 128]
+
+
 def test_a_recipe_whose_tensor_parallel_size_is_not_its_workers_gpus_is_refused():
     with pytest.raises(ValueError, match="tensor_parallel_size 8 is not the worker's 4 GPUs"):
         _extractor().extract_recipe(
@@ -928,9 +947,10 @@ def test_the_bundled_glm5_gb200_rows_replay_on_their_srt_slurm_recipes(tmp_path)
     tep8 = read["tep8"]
     assert tep8.problem == "" and tep8.nextn == 0
     assert (tep8.prefill.workers, tep8.prefill.attn_dp, tep8.decode.workers, tep8.decode.tp) == (1, 4, 4, 8)
-    assert tep8.decode.max_batch == 128
+    # The allconc recipe's cap is 128; 180 users ran its merged batch32 recipe.
+    assert tep8.decode.max_batch == 32
     assert tep8.workers_from.startswith("NVIDIA/srt-slurm@b8ae71a5 recipes/GLM5/disagg/trtllm_dynamo/")
-    assert (read["tep4"].decode.workers, read["tep4"].decode.tp, read["tep4"].decode.max_batch) == (5, 4, 8)
+    assert (read["tep4"].decode.workers, read["tep4"].decode.tp, read["tep4"].decode.max_batch) == (5, 4, 4)
     assert (read["dep32"].decode.workers, read["dep32"].decode.attn_dp) == (1, 32)
     assert "no version has an entry" in read["tep2"].problem
     # The catalog's GLM-5 replays in those shapes.
