@@ -216,6 +216,28 @@ def recipe_max_batch(recipe: str) -> int | None:
     return int(found[1]) if found else None
 
 
+def conventional_max_batch(users: int, decode_ranks: int) -> int:
+    """The decode ``max_batch_size`` per rank an NVIDIA/srt-slurm TensorRT-LLM recipe sets for a
+    sweep that reaches ``users``, where no recipe of the run is known: the largest power of two
+    whose total over the decode ranks (workers x attention DP) does not exceed the users.
+
+    The recipes size the cap so: 266 of the 338 TensorRT-LLM recipe entries bundled here name
+    exactly that batch for their largest concurrency (59 a larger one, 13 a smaller one, mostly
+    a batch of 48, 192, 384 or 768 that is not a power of two), and every concurrency an
+    ``allconc`` recipe says it merged ran at it (``Entry.batch_at``: 2 at 15 users on five
+    workers, 32 at 180 on four, ...)."""
+    per_rank = max(users // decode_ranks, 1)
+    return 1 << (per_rank.bit_length() - 1)
+
+
+def names_run(run: RunKey, entries: tuple[Entry, ...] | None = None) -> bool:
+    """Whether any bundled entry is of the run's model (as the results database names it too),
+    precision, system, backend and lengths."""
+    entries = bundled_entries() if entries is None else entries
+    db = replace(run, model=RESULTS_DB_MODEL.get(run.model, run.model))
+    return any(run.names(e) or db.names(e) for e in entries)
+
+
 def recipe_decode_attention_dp(recipe: str) -> bool | None:
     """Whether a recipe's name declares attention-DP decode workers (``..._gen1_dep32_...``:
     True; ``..._gen4_tep8_...``: False), or None where it names neither."""

@@ -14,6 +14,7 @@ from aisimulate.fidelity.inferencex import (
     Unresolved,
     WorkerShape,
     bundled_entries,
+    conventional_max_batch,
     linked,
     parse_table,
     recipe_decode_attention_dp,
@@ -958,3 +959,38 @@ def test_the_bundled_glm5_gb200_rows_replay_on_their_srt_slurm_recipes(tmp_path)
         plan = build_case(read[row]).plan
         assert plan.decode.replicas == read[row].decode.workers
     assert build_case(tep8).plan.decode.attention_dp == 1
+
+
+def test_a_config_no_version_names_gets_the_srt_slurm_decode_cap_of_its_sweep(tmp_path):
+    # Kimi-K2.5: no InferenceX version or recipe names its GB200 TensorRT-LLM runs. The results
+    # database's runs of one config id and deployment are one sweep, capped for its largest
+    # concurrency (55 users on five TEP8 decode workers: 8 a worker); a work-in-progress row of
+    # the dated export ran one recipe per concurrency (15 users: 2 a worker).
+    path = tmp_path / "kimi.csv"
+    rows = [_results_db_row(f"db{u}", "fp4", 1024, u, 5, u // 5) for u in (5, 15, 55)]
+    rows += [_silicon_row("wip15", 15, (4, 4, 1), (8, 8, 1), image="wip=True")]
+    text = "\n".join([HEADER, *rows])
+    for name in ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1"):
+        text = text.replace(name, "moonshotai/Kimi-K2.5")
+    path.write_text(text + "\n")
+    read = {r.id: r for r in read_measured(path)}
+    assert [read[f"db{u}"].decode.max_batch for u in (5, 15, 55)] == [8, 8, 8]
+    assert read["db55"].workers_from == "decode batch 8: the srt-slurm recipes' cap for a sweep to 55 users"
+    wip = read["wip15"]
+    assert (wip.problem, wip.decode.workers, wip.decode.max_batch) == ("", 5, 2)
+    assert build_case(wip).plan.decode.max_num_seqs == 2
+    # A config a bundled entry names keeps what its entries say (none here: no cap).
+    deepseek = tmp_path / "dsr1.csv"
+    deepseek.write_text("\n".join([HEADER, _results_db_row("named", "fp4", 1024, 55, 5, 11)]) + "\n")
+    (named,) = read_measured(deepseek)
+    assert named.decode.max_batch is None
+
+
+@pytest.mark.parametrize(
+    ("users", "ranks", "batch"),
+    [(15, 5, 2), (30, 5, 4), (50, 5, 8), (180, 4, 32), (616, 4, 128), (2253, 16, 128), (3, 4, 1)],
+)
+def test_the_srt_slurm_convention_caps_a_decode_rank_at_the_largest_power_of_two_the_users_fill(
+    users, ranks, batch
+):
+    assert conventional_max_batch(users, ranks) == batch
