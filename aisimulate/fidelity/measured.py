@@ -584,9 +584,13 @@ def _tpot_fall(members: list[MeasuredRow]) -> str | None:
 
 
 def _unnamed_trtllm_run(row: MeasuredRow) -> bool:
-    """A replayable TensorRT-LLM disaggregated row without a decode cap whose config no bundled
-    InferenceX version or recipe names (Kimi-K2.5's GB200 runs)."""
+    """A replayable InferenceX TensorRT-LLM disaggregated row (results database or dated export)
+    without a decode cap whose config no bundled InferenceX version or recipe names (Kimi-K2.5's
+    GB200 runs). Other sources' runs were not launched from srt-slurm recipes."""
     if row.problem or row.mode != "disagg" or row.backend != "trtllm" or row.decode is None:
+        return False
+    dated = re.fullmatch(r"\d{4}-\d{2}-\d{2}\.csv", _source_field(row.source, "source_file"))
+    if not (row.source.startswith("db-dump/") or dated):
         return False
     run = inferencex.RunKey(row.model, row.precision, row.system, row.backend, row.isl, row.osl)
     return row.decode.max_batch is None and not inferencex.names_run(run)

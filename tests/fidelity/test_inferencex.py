@@ -984,6 +984,10 @@ def test_a_config_no_version_names_gets_the_srt_slurm_decode_cap_of_its_sweep(tm
     deepseek.write_text("\n".join([HEADER, _results_db_row("named", "fp4", 1024, 55, 5, 11)]) + "\n")
     (named,) = read_measured(deepseek)
     assert named.decode.max_batch is None
+    # Nor does a run another tool measured (not launched from srt-slurm recipes).
+    other = tmp_path / "other.csv"
+    other.write_text(text.replace("db-dump/2026-04-27", "source_file=/data/gap-analysis.csv") + "\n")
+    assert [r.decode.max_batch for r in read_measured(other) if r.id.startswith("db")] == [None] * 3
 
 
 @pytest.mark.parametrize(
