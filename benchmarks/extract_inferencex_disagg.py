@@ -213,10 +213,28 @@ def _recipe_role(workers: int, gpus: int, settings: dict) -> dict:
     }
 
 
+# An ``allconc`` recipe merges the recipes of one deployment run one per concurrency, each at its
+# own decode ``max_batch_size``, and records them in a comment:
+# ``# Merged concurrencies: batch1(5), batch2(15), batch4(30), batch8(50)``.
+MERGED = re.compile(r"^#\s*Merged concurrencies:(.*)$", re.MULTILINE)
+MERGED_PAIR = re.compile(r"batch(\d+)\((\d+)\)")
+
+
+def merged_batches(text: str) -> list[list[int]]:
+    """[concurrency, decode max_batch_size] of each recipe an ``allconc`` recipe's comment says it
+    merges, in its order; [] where it names none."""
+    found = MERGED.search(text)
+    if found is None:
+        return []
+    return [[int(users), int(batch)] for batch, users in MERGED_PAIR.findall(found[1])]
+
+
 def extract_recipe(text: str, path: str, commit: str) -> dict:
     """One srt-slurm TensorRT-LLM disaggregated recipe as a config of one entry: its deployment
     (``resources``, ``trtllm_config``), MTP draft tokens (``speculative_config``), lengths and
-    concurrencies (``benchmark``; written space- or ``x``-separated), and its container."""
+    concurrencies (``benchmark``; written space- or ``x``-separated), the decode batch each
+    concurrency ran at where the recipe merges per-concurrency ones (``merged_batches``), and its
+    container."""
     recipe = yaml.safe_load(text)
     folder = Path(path).parts[1]
     res, backend = recipe["resources"], recipe["backend"]
@@ -242,6 +260,8 @@ def extract_recipe(text: str, path: str, commit: str) -> dict:
         "mtp_draft_tokens": int(speculative["num_nextn_predict_layers"]) if mtp else None,
         "recipe": path,
     }
+    if merged := merged_batches(text):
+        entry["batch_at"] = merged
     return {
         "config": str(Path(path).parent.parent.parent),
         **known,

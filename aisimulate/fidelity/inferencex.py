@@ -123,6 +123,9 @@ class Entry:
     commit: str = ""  # the version of InferenceX's config the entry is from
     users_per_decode_worker: bool = False  # the client ran each listed concurrency per decode worker
     repository: str = ""  # where the entry is from (InferenceX's file, or RECIPES_REPOSITORY)
+    # (concurrency, decode max_batch_size) of the per-concurrency recipes an srt-slurm ``allconc``
+    # recipe merges, as its comment records them; empty where it merges none.
+    batch_at: tuple[tuple[int, int], ...] = ()
 
     def exports_to(self, prefill: tuple[int, ...], decode: tuple[int, ...]) -> bool:
         """Whether a row recording these (tp, pp, attention DP, moe_tp, moe_ep) per role is this
@@ -146,6 +149,20 @@ class Entry:
         """Whether the client ran ``users`` concurrent requests against this entry."""
         scale = self.decode.workers if self.users_per_decode_worker else 1
         return any(users == c * scale for c in self.concurrency)
+
+    def decode_batch(self, users: int) -> int | None:
+        """The decode ``max_batch_size`` per rank the run at ``users`` had: the per-concurrency
+        recipe's an ``allconc`` recipe merges for that concurrency, else the recipe name's.
+
+        The 2026-03-25 export's GLM-5 rows ran the merged recipes' batches, not the merged cap:
+        users x decode time / (TTFT + decode time), the sequences decoding at once by Little's
+        law, is 10.1, 20.3 and 39.8 at 15, 30 and 50 users on five TEP4 workers (batch 2, 4, 8)
+        and 128.5, 256.0 and 503.9 at 180, 360 and 616 on four TEP8 (batch 32, 64, 128), where
+        the ``allconc`` caps of 40 and 512 would leave no one waiting below 50 and 616 users."""
+        merged = dict(self.batch_at)
+        if users in merged:
+            return merged[users]
+        return recipe_max_batch(self.recipe)
 
     @property
     def script_launched(self) -> bool:
@@ -201,6 +218,28 @@ def recipe_max_batch(recipe: str) -> int | None:
     """The decode ``max_batch_size`` a recipe's name declares (``..._batch16_...``), or None."""
     found = RECIPE_BATCH.search(recipe)
     return int(found[1]) if found else None
+
+
+def conventional_max_batch(users: int, decode_ranks: int) -> int:
+    """The decode ``max_batch_size`` per rank an NVIDIA/srt-slurm TensorRT-LLM recipe sets for a
+    sweep that reaches ``users``, where no recipe of the run is known: the largest power of two
+    whose total over the decode ranks (workers x attention DP) does not exceed the users.
+
+    The recipes size the cap so: 266 of the 338 TensorRT-LLM recipe entries bundled here name
+    exactly that batch for their largest concurrency (59 a larger one, 13 a smaller one, mostly
+    a batch of 48, 192, 384 or 768 that is not a power of two), and every concurrency an
+    ``allconc`` recipe says it merged ran at it (``Entry.batch_at``: 2 at 15 users on five
+    workers, 32 at 180 on four, ...)."""
+    per_rank = max(users // decode_ranks, 1)
+    return 1 << (per_rank.bit_length() - 1)
+
+
+def names_run(run: RunKey, entries: tuple[Entry, ...] | None = None) -> bool:
+    """Whether any bundled entry is of the run's model (as the results database names it too),
+    precision, system, backend and lengths."""
+    entries = bundled_entries() if entries is None else entries
+    db = replace(run, model=RESULTS_DB_MODEL.get(run.model, run.model))
+    return any(run.names(e) or db.names(e) for e in entries)
 
 
 def recipe_decode_attention_dp(recipe: str) -> bool | None:
@@ -410,6 +449,7 @@ def parse_table(table: dict) -> tuple[Entry, ...]:
                     commit=config.get("commit", ""),
                     users_per_decode_worker=bool(config.get("users_per_decode_worker", False)),
                     repository=config.get("repository", ""),
+                    batch_at=tuple((int(c), int(b)) for c, b in raw.get("batch_at", ())),
                 )
             )
     return tuple(entries)
@@ -494,7 +534,7 @@ def resolve(
         decode=decode_shape,
         nextn=entry.mtp_draft_tokens or 0,
         source=entry.provenance + said,
-        decode_max_batch=recipe_max_batch(entry.recipe),
+        decode_max_batch=entry.decode_batch(concurrency),
     )
 
 
@@ -654,7 +694,7 @@ def recorded_max_batch(
         for e in _db_run_entries(run, concurrency, image, entries)
         if e.spec_decoding == "none" and e.shapes() == (prefill, decode)
     ]
-    batches = {recipe_max_batch(e.recipe) for e in found}
+    batches = {e.decode_batch(concurrency) for e in found}
     if len(batches) != 1 or None in batches:
         return None
     entry = found[0]

@@ -644,6 +644,60 @@ def _tpot_fall(members: list[MeasuredRow]) -> str | None:
     )
 
 
+def _unnamed_trtllm_run(row: MeasuredRow) -> bool:
+    """A replayable InferenceX TensorRT-LLM disaggregated row (results database or dated export)
+    without a decode cap whose config no bundled InferenceX version or recipe names (Kimi-K2.5's
+    GB200 runs). Other sources' runs were not launched from srt-slurm recipes."""
+    if row.problem or row.mode != "disagg" or row.backend != "trtllm" or row.decode is None:
+        return False
+    dated = re.fullmatch(r"\d{4}-\d{2}-\d{2}\.csv", _source_field(row.source, "source_file"))
+    if not (row.source.startswith("db-dump/") or dated):
+        return False
+    run = inferencex.RunKey(row.model, row.precision, row.system, row.backend, row.isl, row.osl)
+    return row.decode.max_batch is None and not inferencex.names_run(run)
+
+
+def _conventional_decode_caps(rows: list[MeasuredRow]) -> list[MeasuredRow]:
+    """The rows, those of a TensorRT-LLM disaggregated config no bundled entry names capped at
+    the decode batch its srt-slurm recipe would set (``inferencex.conventional_max_batch``) for
+    the sweep it ran in: a results-database run's config (``config_id``, one deployment per
+    lengths for its whole concurrency list, as InferenceX's entries are) at its largest
+    concurrency; an export's work-in-progress row at its own, one recipe per concurrency, as
+    the same export's GLM-5 rows ran (``inferencex.Entry.decode_batch``).
+
+    Without the cap a replay decodes every user at once; Kimi-K2.5's rows measure the queue:
+    users x decode time / (TTFT + decode time), the sequences decoding at once by Little's law,
+    is 40.1 at 55 users on five TEP4 decode workers, 78.7 at 105 (8k prompts), 485 at 668 on
+    four TEP8 (database runs: caps 40, 80, 512), and 10.1, 20.2, 40.2 at 15, 30, 55 users on
+    the five TEP4 (work-in-progress runs: caps 10, 20, 40)."""
+
+    def sweep(row: MeasuredRow) -> tuple[object, ...]:
+        if not row.source.startswith("db-dump/"):
+            return (row.id,)
+        config = (_source_field(row.source, f) for f in ("config_id", "workflow_run_id"))
+        return (*config, row.model, row.system, row.isl, row.osl, row.prefill, row.decode)
+
+    capped = [_unnamed_trtllm_run(r) for r in rows]
+    reach: dict[tuple[object, ...], int] = {}
+    for row, cap in zip(rows, capped, strict=True):
+        if cap:
+            reach[sweep(row)] = max(reach.get(sweep(row), 0), row.concurrency)
+    out = []
+    for row, cap in zip(rows, capped, strict=True):
+        if cap:
+            assert row.decode is not None
+            users = reach[sweep(row)]
+            batch = inferencex.conventional_max_batch(users, row.decode.workers * row.decode.attn_dp)
+            said = f"decode batch {batch}: the srt-slurm recipes' cap for a sweep to {users} users"
+            row = replace(
+                row,
+                decode=replace(row.decode, max_batch=batch),
+                workers_from="; ".join(w for w in (row.workers_from, said) if w),
+            )
+        out.append(row)
+    return out
+
+
 def read_measured(path: str | Path) -> list[MeasuredRow]:
     """All rows of a measured-benchmark CSV; a malformed cell raises ``ConfigError`` naming it
     (in AIConfigurator's silicon format, it marks that row's ``problem`` instead)."""
@@ -658,7 +712,7 @@ def read_measured(path: str | Path) -> list[MeasuredRow]:
         missing = [c for c in (*SILICON_REQUIRED, *SILICON_MEASURED) if c not in header]
         if missing:
             raise ConfigError(f"missing column(s) {', '.join(missing)}", where=f"{path}:1")
-        return _contradicting_sweeps_skipped(_read_silicon(path, reader))
+        return _conventional_decode_caps(_contradicting_sweeps_skipped(_read_silicon(path, reader)))
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ConfigError(f"missing column(s) {', '.join(missing)}", where=f"{path}:1")

@@ -84,6 +84,18 @@ class SparseAttentionFit:
     indexer_compute_eff: float = 0.43  # fp8 logits per (query, key) pair, fp8 peak
     topk_mem_eff: float = 0.08  # top-k over fp32 scores, per scored key of a query past top-k
     indexer_mem_eff: float = 0.35  # decode: indexer keys read per context token
+    # Decode: what a layer of a pass adds once its sequences' contexts pass top-k, whatever the
+    # batch (the backend's top-k selection and sparse path switching on); 0: none measured.
+    past_topk_decode_ms: float = 0.0
+
+
+# TensorRT-LLM's DSA decode steps up once the context passes top-k: AIConfigurator 0.12's
+# ``dsa_generation_module`` of zai-org/GLM-5 (TensorRT-LLM 1.3.0rc20, fp8 KV cache) is
+# 0.030-0.042 ms (median 0.037) a layer slower at 4,096 context tokens than at 1,024 on GB200
+# and B300, at 8, 16 and 32 heads and batch 1-16 (16 heads on GB200: 0.080 -> 0.116 ms at
+# batch 1, 0.085 -> 0.124 at 16), then grows slowly with the context as the indexer does.
+# SGLang 0.5.14's module grows 0.010-0.017 ms over the same range, without a step; not priced.
+DSA_PAST_TOPK_DECODE_MS = {"trtllm": 0.037}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -436,10 +448,12 @@ class SparseGenerationAttention:
     top_k: float
     per_context_token_indexer_mem_ms: float
     per_context_token_indexer_compute_ms: float  # times tokens_per_step
+    past_topk_ms: float = 0.0  # every layer's step once the mean context passes top-k
 
     def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any) -> Any:
         g = self.dense
-        attended = np.minimum(context_tokens, sequences * self.top_k)
+        capped = sequences * self.top_k
+        attended = np.minimum(context_tokens, capped)
         memory = (
             g.per_context_token_mem_ms * attended + self.per_context_token_indexer_mem_ms * context_tokens
         )
@@ -447,7 +461,10 @@ class SparseGenerationAttention:
             g.per_context_token_compute_ms * attended
             + self.per_context_token_indexer_compute_ms * context_tokens
         ) * tokens_per_step
-        return (sequences > 0) * (np.maximum(memory, compute) + g.per_sequence_ms * sequences + g.fixed_ms)
+        past = self.past_topk_ms * (context_tokens > capped)
+        return (sequences > 0) * (
+            np.maximum(memory, compute) + g.per_sequence_ms * sequences + g.fixed_ms + past
+        )
 
     def over_contexts(
         self, sequences: float, context_tokens: np.ndarray, tokens_per_step: float
@@ -465,6 +482,7 @@ class SparseGenerationAttention:
             g.fixed_ms,
         )
         idx_mem, idx_comp = self.per_context_token_indexer_mem_ms, self.per_context_token_indexer_compute_ms
+        past_topk = self.past_topk_ms
 
         def time_ms(sequences: float, context_tokens: float, tokens_per_step: float) -> float:
             if sequences <= 0:
@@ -473,7 +491,8 @@ class SparseGenerationAttention:
             attended = context_tokens if context_tokens < capped else capped
             memory = mem * attended + idx_mem * context_tokens
             compute = (comp * attended + idx_comp * context_tokens) * tokens_per_step
-            return (memory if memory > compute else compute) + seq * sequences + fixed
+            past = past_topk if context_tokens > capped else 0.0
+            return (memory if memory > compute else compute) + seq * sequences + fixed + past
 
         return time_ms
 
@@ -517,6 +536,7 @@ def sparse_attention(
         top_k=top_k,
         per_context_token_indexer_mem_ms=indexer_bytes / fit.indexer_mem_eff,
         per_context_token_indexer_compute_ms=indexer_per_pair,
+        past_topk_ms=num_layers * fit.past_topk_decode_ms,
     )
     return prefill, decode
 

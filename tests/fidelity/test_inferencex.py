@@ -15,6 +15,7 @@ from aisimulate.fidelity.inferencex import (
     Unresolved,
     WorkerShape,
     bundled_entries,
+    conventional_max_batch,
     linked,
     parse_table,
     recipe_decode_attention_dp,
@@ -875,6 +876,25 @@ def test_an_srt_slurm_recipe_becomes_a_config_with_its_repository_commit_and_pat
     assert table["source"]["versions"][1] == {"repository": "NVIDIA/srt-slurm", "commit": "abc123"}
 
 
+def test_an_allconc_recipe_records_the_batch_each_merged_concurrency_ran_at():
+    merged = GLM5_RECIPE.replace(
+        'name: "glm5', '# Merged concurrencies: batch1(4), batch32(180), batch64(360)\nname: "glm5'
+    )
+    (entry,) = _extractor().extract_recipe(merged, GLM5_PATH, "a")["entries"]
+    assert entry["batch_at"] == [[4, 1], [180, 32], [360, 64]]
+    (plain,) = _extractor().extract_recipe(GLM5_RECIPE, GLM5_PATH, "a")["entries"]
+    assert "batch_at" not in plain
+
+
+def test_a_merged_concurrency_runs_at_its_own_decode_batch_others_at_the_recipe_names():
+    raw = _entry(
+        [4, 180, 616], (1, 4, 4, True), (4, 8, 8, False), recipe="ctx1dep4_gen4tep8_batch128_allconc.yaml"
+    )
+    config = TABLE["configs"][0] | {"entries": [raw | {"batch_at": [[4, 1], [180, 32]]}]}
+    (entry,) = parse_table({"configs": [config]})
+    assert [entry.decode_batch(u) for u in (4, 180, 616)] == [1, 32, 128]
+
+
 def test_a_recipe_whose_tensor_parallel_size_is_not_its_workers_gpus_is_refused():
     with pytest.raises(ValueError, match="tensor_parallel_size 8 is not the worker's 4 GPUs"):
         _extractor().extract_recipe(
@@ -930,9 +950,10 @@ def test_the_bundled_glm5_gb200_rows_replay_on_their_srt_slurm_recipes(tmp_path)
     tep8 = read["tep8"]
     assert tep8.problem == "" and tep8.nextn == 0
     assert (tep8.prefill.workers, tep8.prefill.attn_dp, tep8.decode.workers, tep8.decode.tp) == (1, 4, 4, 8)
-    assert tep8.decode.max_batch == 128
+    # The allconc recipe's cap is 128; 180 users ran its merged batch32 recipe.
+    assert tep8.decode.max_batch == 32
     assert tep8.workers_from.startswith("NVIDIA/srt-slurm@b8ae71a5 recipes/GLM5/disagg/trtllm_dynamo/")
-    assert (read["tep4"].decode.workers, read["tep4"].decode.tp, read["tep4"].decode.max_batch) == (5, 4, 8)
+    assert (read["tep4"].decode.workers, read["tep4"].decode.tp, read["tep4"].decode.max_batch) == (5, 4, 4)
     assert (read["dep32"].decode.workers, read["dep32"].decode.attn_dp) == (1, 32)
     assert "no version has an entry" in read["tep2"].problem
     # The catalog's GLM-5 replays in those shapes.
@@ -1047,3 +1068,42 @@ def test_sweeps_group_a_configs_rows_by_run_key_and_day_and_span_its_recorded_im
     assert found["a"].runs == found["b"].runs == frozenset({(128, 72), (512, 72)})
     assert found["c"] == Sweep("2025-12-06", frozenset({(512, 72)}), found["a"].images)
     assert found["a"].images == (("img:a", "2025-12-01", "2025-12-15"), ("img:b", "2025-12-19", "2025-12-19"))
+
+
+def test_a_config_no_version_names_gets_the_srt_slurm_decode_cap_of_its_sweep(tmp_path):
+    # Kimi-K2.5: no InferenceX version or recipe names its GB200 TensorRT-LLM runs. The results
+    # database's runs of one config id and deployment are one sweep, capped for its largest
+    # concurrency (55 users on five TEP8 decode workers: 8 a worker); a work-in-progress row of
+    # the dated export ran one recipe per concurrency (15 users: 2 a worker).
+    path = tmp_path / "kimi.csv"
+    rows = [_results_db_row(f"db{u}", "fp4", 1024, u, 5, u // 5) for u in (5, 15, 55)]
+    rows += [_silicon_row("wip15", 15, (4, 4, 1), (8, 8, 1), image="wip=True")]
+    text = "\n".join([HEADER, *rows])
+    for name in ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1"):
+        text = text.replace(name, "moonshotai/Kimi-K2.5")
+    path.write_text(text + "\n")
+    read = {r.id: r for r in read_measured(path)}
+    assert [read[f"db{u}"].decode.max_batch for u in (5, 15, 55)] == [8, 8, 8]
+    assert read["db55"].workers_from == "decode batch 8: the srt-slurm recipes' cap for a sweep to 55 users"
+    wip = read["wip15"]
+    assert (wip.problem, wip.decode.workers, wip.decode.max_batch) == ("", 5, 2)
+    assert build_case(wip).plan.decode.max_num_seqs == 2
+    # A config a bundled entry names keeps what its entries say (none here: no cap).
+    deepseek = tmp_path / "dsr1.csv"
+    deepseek.write_text("\n".join([HEADER, _results_db_row("named", "fp4", 1024, 55, 5, 11)]) + "\n")
+    (named,) = read_measured(deepseek)
+    assert named.decode.max_batch is None
+    # Nor does a run another tool measured (not launched from srt-slurm recipes).
+    other = tmp_path / "other.csv"
+    other.write_text(text.replace("db-dump/2026-04-27", "source_file=/data/gap-analysis.csv") + "\n")
+    assert [r.decode.max_batch for r in read_measured(other) if r.id.startswith("db")] == [None] * 3
+
+
+@pytest.mark.parametrize(
+    ("users", "ranks", "batch"),
+    [(15, 5, 2), (30, 5, 4), (50, 5, 8), (180, 4, 32), (616, 4, 128), (2253, 16, 128), (3, 4, 1)],
+)
+def test_the_srt_slurm_convention_caps_a_decode_rank_at_the_largest_power_of_two_the_users_fill(
+    users, ranks, batch
+):
+    assert conventional_max_batch(users, ranks) == batch

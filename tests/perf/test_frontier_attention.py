@@ -9,7 +9,7 @@ import pytest
 from aisimulate.catalog import get_model, get_system, list_models
 from aisimulate.perf import AnalyticPerfModel, BatchArrays, BatchShape, ParallelShape, estimate_memory
 from aisimulate.perf.cli import main
-from aisimulate.perf.kernels import SparseContextAttention, SparseGenerationAttention
+from aisimulate.perf.kernels import DSA_PAST_TOPK_DECODE_MS, SparseContextAttention, SparseGenerationAttention
 from aisimulate.perf.memory import SGLANG_STATE_SLOTS_PER_REQUEST, SGLANG_STATE_TO_KV_RATIO
 
 B200 = get_system("b200_sxm")
@@ -93,6 +93,23 @@ def test_sparse_scalar_vector_and_stretch_paths_agree():
         prefill_context_tokens=np.array([16384.0]),
     )
     assert perf.pass_times_ms(p)[0] == pytest.approx(perf.pass_time_ms(batch), rel=1e-9)
+
+
+def test_tensorrt_llm_dsa_decode_steps_up_once_the_context_passes_top_k():
+    k = GLM5.index_topk
+    trtllm = AnalyticPerfModel(GLM5, B200, TP8, backend="trtllm")._generation
+    sglang = glm5_perf()._generation
+    step = GLM5.num_full_attention_layers * DSA_PAST_TOPK_DECODE_MS["trtllm"]
+    assert trtllm.past_topk_ms == pytest.approx(step) and sglang.past_topk_ms == 0.0
+    for gen in (trtllm, sglang):
+        below, above = gen.time_ms(4.0, 4.0 * k, 1.0), gen.time_ms(4.0, 4.0 * (k + 1), 1.0)
+        jump = above - below
+        assert jump == pytest.approx(gen.past_topk_ms, abs=1e-3)
+        # The scalar path (one pass at a time) prices the same step.
+        assert gen.scalar()(4.0, 4.0 * (k + 1), 1.0) == pytest.approx(above, rel=1e-12)
+    # Per pass, not per sequence: 64 sequences past top-k pay one step.
+    many = trtllm.time_ms(64.0, 64.0 * (k + 1), 1.0) - trtllm.time_ms(64.0, 64.0 * k, 1.0)
+    assert many == pytest.approx(step, abs=1e-2)
 
 
 def test_indexer_keys_are_part_of_the_kv_bytes_and_shrink_kv_capacity():
