@@ -63,9 +63,9 @@ def test_trtllm_sends_serially_at_its_senders_rate_over_the_systems_links():
         assert not other.serial and other.send_ms == 0 and other.gbps == link_gbps
 
 
-def burst(prefill, *, serial):
-    """Four 1k prompts arriving together on one context worker: its pass prefills them together."""
-    profile = dataclasses.replace(backend_profile("trtllm"), serial_kv_send=serial)
+def replay_one_context_worker(prefill, decode_replicas, workload, **profile_fields):
+    """The requests of a TRT-LLM replay of one context worker, under a changed backend profile."""
+    profile = dataclasses.replace(backend_profile("trtllm"), **profile_fields)
     plan = DeploymentPlan(
         model="Qwen/Qwen3-30B-A3B",
         system="h200_sxm",
@@ -73,16 +73,21 @@ def burst(prefill, *, serial):
         mode="disagg",
         frontend_latency_ms=0,
         prefill=EngineSpec(**prefill),
-        decode=EngineSpec(tp=1, replicas=4),
+        decode=EngineSpec(tp=1, replicas=decode_replicas),
     )
-    workload = SyntheticWorkload(isl=1024, osl=8, num_requests=4, concurrency=4)
     saved = backends.BACKEND_PROFILES["trtllm"]
     backends.BACKEND_PROFILES["trtllm"] = profile
     try:
-        rep = simulate(plan, workload, perf="analytic", capture_requests=True)
+        return simulate(plan, workload, perf="analytic", capture_requests=True).requests
     finally:
         backends.BACKEND_PROFILES["trtllm"] = saved
-    return sorted(r["kv_transfer_ms"] for r in rep.requests)
+
+
+def burst(prefill, *, serial):
+    """Four 1k prompts arriving together on one context worker: its pass prefills them together."""
+    workload = SyntheticWorkload(isl=1024, osl=8, num_requests=4, concurrency=4)
+    requests = replay_one_context_worker(prefill, 4, workload, serial_kv_send=serial)
+    return sorted(r["kv_transfer_ms"] for r in requests)
 
 
 def test_prompts_of_one_context_pass_reach_the_decode_side_one_send_after_another():
@@ -102,23 +107,8 @@ def test_a_context_rank_starts_its_next_pass_while_its_sends_queue():
     """TensorRT-LLM's cache transceiver sends on its own thread (``CacheSender`` runs its
     responses apart from the executor loop, which only polls them): a context rank's next pass
     does not wait for the sends its earlier prompts queued."""
-    profile = dataclasses.replace(backend_profile("trtllm"), kv_send_ms=500.0)
-    plan = DeploymentPlan(
-        model="Qwen/Qwen3-30B-A3B",
-        system="h200_sxm",
-        backend="trtllm",
-        mode="disagg",
-        frontend_latency_ms=0,
-        prefill=EngineSpec(tp=1),
-        decode=EngineSpec(tp=1, replicas=2),
-    )
     workload = SyntheticWorkload(isl=1024, osl=8, num_requests=2, arrival_interval_ms=1.0)
-    saved = backends.BACKEND_PROFILES["trtllm"]
-    backends.BACKEND_PROFILES["trtllm"] = profile
-    try:
-        first, second = simulate(plan, workload, perf="analytic", capture_requests=True).requests
-    finally:
-        backends.BACKEND_PROFILES["trtllm"] = saved
+    first, second = replay_one_context_worker({"tp": 1}, 2, workload, kv_send_ms=500.0)
     # The second prompt waits for the first one's pass only, not for its 500 ms send ...
     assert second["first_admit_ms"] < 100
     # ... while its own send waits for the first one's on the rank's one sender.
