@@ -94,8 +94,12 @@ class SparseAttentionFit:
 # 0.030-0.042 ms (median 0.037) a layer slower at 4,096 context tokens than at 1,024 on GB200
 # and B300, at 8, 16 and 32 heads and batch 1-16 (16 heads on GB200: 0.080 -> 0.116 ms at
 # batch 1, 0.085 -> 0.124 at 16), then grows slowly with the context as the indexer does.
-# SGLang 0.5.14's module grows 0.010-0.017 ms over the same range, without a step; not priced.
-DSA_PAST_TOPK_DECODE_MS = {"trtllm": 0.037}
+# SGLang 0.5.14's module of the same model steps up too, at top-k itself: on B300 TP8 at batch 1
+# it is 0.0662 ms a layer at 1,536 context tokens, 0.0746 at 2,048 and 0.0753 at 3,072 (bf16 KV).
+# Less the growth the indexer and sparse kernel above already price, its 1,024 -> 2,048 rise is
+# 0.007 ms a layer (median of B200, B300, GB200, H100 and H200 at TP1-8, both KV formats, batch
+# 1-16; quartiles 0.005-0.008).
+DSA_PAST_TOPK_DECODE_MS = {"trtllm": 0.037, "sglang": 0.007}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

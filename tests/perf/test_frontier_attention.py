@@ -36,7 +36,7 @@ def test_decode_attention_per_query_is_bounded_by_top_k_while_the_indexer_grows(
         gen, per_context_token_indexer_mem_ms=0.0, per_context_token_indexer_compute_ms=0.0
     )
     k = GLM5.index_topk
-    contexts = np.array([k, 2 * k, 8 * k, 64 * k], dtype=np.float64)
+    contexts = np.array([2 * k, 4 * k, 8 * k, 64 * k], dtype=np.float64)
     # Without the indexer, one sequence's attention is flat once its context passes top-k ...
     flat = no_indexer.time_ms(1.0, contexts, 1.0)
     assert np.allclose(flat, flat[0])
@@ -95,12 +95,15 @@ def test_sparse_scalar_vector_and_stretch_paths_agree():
     assert perf.pass_times_ms(p)[0] == pytest.approx(perf.pass_time_ms(batch), rel=1e-9)
 
 
-def test_tensorrt_llm_dsa_decode_steps_up_once_the_context_passes_top_k():
+def test_dsa_decode_steps_up_once_the_context_passes_top_k_by_backend():
     k = GLM5.index_topk
     trtllm = AnalyticPerfModel(GLM5, B200, TP8, backend="trtllm")._generation
     sglang = glm5_perf()._generation
     step = GLM5.num_full_attention_layers * DSA_PAST_TOPK_DECODE_MS["trtllm"]
-    assert trtllm.past_topk_ms == pytest.approx(step) and sglang.past_topk_ms == 0.0
+    assert trtllm.past_topk_ms == pytest.approx(step)
+    # SGLang's measured step (0.007 ms a layer) is a fifth of TensorRT-LLM's.
+    assert sglang.past_topk_ms == pytest.approx(GLM5.num_full_attention_layers * 0.007)
+    assert 0.0 < sglang.past_topk_ms < trtllm.past_topk_ms / 4
     for gen in (trtllm, sglang):
         below, above = gen.time_ms(4.0, 4.0 * k, 1.0), gen.time_ms(4.0, 4.0 * (k + 1), 1.0)
         jump = above - below
