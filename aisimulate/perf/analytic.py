@@ -53,6 +53,7 @@ from aisimulate.perf.kernel_tables import (
     token_nodes,
 )
 from aisimulate.perf.kernels import (
+    DSA_INDEXER_DECODE_MS,
     DSA_PAST_TOPK_DECODE_MS,
     Collective,
     GenerationAttention,
@@ -333,7 +334,10 @@ class AnalyticPerfModel(SpelledOutDecodeTimes):
             bf16_tflops=bf16,
             fp8_tflops=self.system.tflops.get("fp8", bf16),
             hbm_gbps=self.system.hbm_gbps,
-            fit=SparseAttentionFit(past_topk_decode_ms=DSA_PAST_TOPK_DECODE_MS.get(self.backend, 0.0)),
+            fit=SparseAttentionFit(
+                past_topk_decode_ms=DSA_PAST_TOPK_DECODE_MS.get(self.backend, 0.0),
+                indexer_decode_ms=DSA_INDEXER_DECODE_MS.get(self.backend, 0.0),
+            ),
         )
 
     def _measured_attention(self, context: Any, generation: Any) -> tuple[Any, Any]:

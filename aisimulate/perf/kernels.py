@@ -87,6 +87,8 @@ class SparseAttentionFit:
     # Decode: what a layer of a pass adds once its sequences' contexts pass top-k, whatever the
     # batch (the backend's top-k selection and sparse path switching on); 0: none measured.
     past_topk_decode_ms: float = 0.0
+    # Decode: what a layer's indexer kernels cost per pass whatever the context; 0: none measured.
+    indexer_decode_ms: float = 0.0
 
 
 # TensorRT-LLM's DSA decode steps up once the context passes top-k: AIConfigurator 0.12's
@@ -94,8 +96,19 @@ class SparseAttentionFit:
 # 0.030-0.042 ms (median 0.037) a layer slower at 4,096 context tokens than at 1,024 on GB200
 # and B300, at 8, 16 and 32 heads and batch 1-16 (16 heads on GB200: 0.080 -> 0.116 ms at
 # batch 1, 0.085 -> 0.124 at 16), then grows slowly with the context as the indexer does.
-# SGLang 0.5.14's module grows 0.010-0.017 ms over the same range, without a step; not priced.
-DSA_PAST_TOPK_DECODE_MS = {"trtllm": 0.037}
+# SGLang 0.5.14's module of the same model steps up too, at top-k itself: on B300 TP8 at batch 1
+# it is 0.0662 ms a layer at 1,536 context tokens, 0.0746 at 2,048 and 0.0753 at 3,072 (bf16 KV).
+# Less the growth the indexer and sparse kernel above already price, its 1,024 -> 2,048 rise is
+# 0.007 ms a layer (median of B200, B300, GB200, H100 and H200 at TP1-8, both KV formats, batch
+# 1-16; quartiles 0.005-0.008).
+DSA_PAST_TOPK_DECODE_MS = {"trtllm": 0.037, "sglang": 0.007}
+
+# SGLang's DSA indexer costs a decode pass a fixed time per layer, far above its keys' bytes:
+# AIConfigurator 0.12's SGLang 0.5.14 ``dsa_generation_module`` minus its
+# ``dsa_generation_module_skip_indexer`` (nvidia/GLM-5.2-NVFP4, GLM-5's indexer geometry: 32 heads
+# of 128, top-k 2,048) is 0.0265 ms a layer at TP8 with a bf16 KV cache on B300 and on GB200
+# (batch 1-16, contexts up to 1,024; quartiles 0.025-0.029), flat in the context below top-k.
+DSA_INDEXER_DECODE_MS = {"sglang": 0.0265}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -449,6 +462,7 @@ class SparseGenerationAttention:
     per_context_token_indexer_mem_ms: float
     per_context_token_indexer_compute_ms: float  # times tokens_per_step
     past_topk_ms: float = 0.0  # every layer's step once the mean context passes top-k
+    indexer_fixed_ms: float = 0.0  # every layer's indexer kernels, whatever the context
 
     def time_ms(self, sequences: Any, context_tokens: Any, tokens_per_step: Any) -> Any:
         g = self.dense
@@ -463,7 +477,11 @@ class SparseGenerationAttention:
         ) * tokens_per_step
         past = self.past_topk_ms * (context_tokens > capped)
         return (sequences > 0) * (
-            np.maximum(memory, compute) + g.per_sequence_ms * sequences + g.fixed_ms + past
+            np.maximum(memory, compute)
+            + g.per_sequence_ms * sequences
+            + g.fixed_ms
+            + self.indexer_fixed_ms
+            + past
         )
 
     def over_contexts(
@@ -483,6 +501,7 @@ class SparseGenerationAttention:
         )
         idx_mem, idx_comp = self.per_context_token_indexer_mem_ms, self.per_context_token_indexer_compute_ms
         past_topk = self.past_topk_ms
+        fixed += self.indexer_fixed_ms
 
         def time_ms(sequences: float, context_tokens: float, tokens_per_step: float) -> float:
             if sequences <= 0:
@@ -537,6 +556,7 @@ def sparse_attention(
         per_context_token_indexer_mem_ms=indexer_bytes / fit.indexer_mem_eff,
         per_context_token_indexer_compute_ms=indexer_per_pair,
         past_topk_ms=num_layers * fit.past_topk_decode_ms,
+        indexer_fixed_ms=num_layers * fit.indexer_decode_ms,
     )
     return prefill, decode
 

@@ -9,7 +9,12 @@ import pytest
 from aisimulate.catalog import get_model, get_system, list_models
 from aisimulate.perf import AnalyticPerfModel, BatchArrays, BatchShape, ParallelShape, estimate_memory
 from aisimulate.perf.cli import main
-from aisimulate.perf.kernels import DSA_PAST_TOPK_DECODE_MS, SparseContextAttention, SparseGenerationAttention
+from aisimulate.perf.kernels import (
+    DSA_INDEXER_DECODE_MS,
+    DSA_PAST_TOPK_DECODE_MS,
+    SparseContextAttention,
+    SparseGenerationAttention,
+)
 from aisimulate.perf.memory import SGLANG_STATE_SLOTS_PER_REQUEST, SGLANG_STATE_TO_KV_RATIO
 
 B200 = get_system("b200_sxm")
@@ -36,7 +41,7 @@ def test_decode_attention_per_query_is_bounded_by_top_k_while_the_indexer_grows(
         gen, per_context_token_indexer_mem_ms=0.0, per_context_token_indexer_compute_ms=0.0
     )
     k = GLM5.index_topk
-    contexts = np.array([k, 2 * k, 8 * k, 64 * k], dtype=np.float64)
+    contexts = np.array([2 * k, 4 * k, 8 * k, 64 * k], dtype=np.float64)
     # Without the indexer, one sequence's attention is flat once its context passes top-k ...
     flat = no_indexer.time_ms(1.0, contexts, 1.0)
     assert np.allclose(flat, flat[0])
@@ -95,12 +100,15 @@ def test_sparse_scalar_vector_and_stretch_paths_agree():
     assert perf.pass_times_ms(p)[0] == pytest.approx(perf.pass_time_ms(batch), rel=1e-9)
 
 
-def test_tensorrt_llm_dsa_decode_steps_up_once_the_context_passes_top_k():
+def test_dsa_decode_steps_up_once_the_context_passes_top_k_by_backend():
     k = GLM5.index_topk
     trtllm = AnalyticPerfModel(GLM5, B200, TP8, backend="trtllm")._generation
     sglang = glm5_perf()._generation
     step = GLM5.num_full_attention_layers * DSA_PAST_TOPK_DECODE_MS["trtllm"]
-    assert trtllm.past_topk_ms == pytest.approx(step) and sglang.past_topk_ms == 0.0
+    assert trtllm.past_topk_ms == pytest.approx(step)
+    # SGLang's measured step (0.007 ms a layer) is a fifth of TensorRT-LLM's.
+    assert sglang.past_topk_ms == pytest.approx(GLM5.num_full_attention_layers * 0.007)
+    assert 0.0 < sglang.past_topk_ms < trtllm.past_topk_ms / 4
     for gen in (trtllm, sglang):
         below, above = gen.time_ms(4.0, 4.0 * k, 1.0), gen.time_ms(4.0, 4.0 * (k + 1), 1.0)
         jump = above - below
@@ -110,6 +118,26 @@ def test_tensorrt_llm_dsa_decode_steps_up_once_the_context_passes_top_k():
     # Per pass, not per sequence: 64 sequences past top-k pay one step.
     many = trtllm.time_ms(64.0, 64.0 * (k + 1), 1.0) - trtllm.time_ms(64.0, 64.0 * k, 1.0)
     assert many == pytest.approx(step, abs=1e-2)
+
+
+def test_sglang_dsa_decode_pays_its_indexer_kernels_per_layer_whatever_the_context():
+    layers = GLM5.num_full_attention_layers
+    sglang = glm5_perf()._generation
+    vllm = AnalyticPerfModel(GLM5, B200, TP8, backend="vllm")._generation
+    assert DSA_INDEXER_DECODE_MS["sglang"] == pytest.approx(0.0265)
+    assert sglang.indexer_fixed_ms == pytest.approx(layers * 0.0265) and vllm.indexer_fixed_ms == 0.0
+    without = dataclasses.replace(sglang, indexer_fixed_ms=0.0)
+    for sequences, context in ((1.0, 16.0), (4.0, 4.0 * 1024), (64.0, 64.0 * 8192)):
+        added = sglang.time_ms(sequences, context, 1.0) - without.time_ms(sequences, context, 1.0)
+        assert added == pytest.approx(sglang.indexer_fixed_ms)
+        assert sglang.scalar()(sequences, context, 1.0) == pytest.approx(
+            sglang.time_ms(sequences, context, 1.0)
+        )
+    # A pass without decode sequences pays nothing.
+    assert sglang.time_ms(0.0, 0.0, 1.0) == 0.0 and sglang.scalar()(0.0, 0.0, 1.0) == 0.0
+    # Dense MLA models (DeepSeek-V3) do not get it.
+    dense = AnalyticPerfModel(DENSE_GLM5, B200, TP8, backend="sglang")._generation
+    assert not isinstance(dense, SparseGenerationAttention)
 
 
 def test_indexer_keys_are_part_of_the_kv_bytes_and_shrink_kv_capacity():
